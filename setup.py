@@ -1,0 +1,28 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="velashard",
+    version="0.1.0",
+    description="KubeVela-style application delivery controller for Kubernetes with a sharded Application controller",
+    python_requires=">=3.11",
+    packages=find_packages(include=["velashard", "velashard.*"]),
+    include_package_data=True,
+    package_data={"velashard": ["**/*.yaml", "**/*.json"]},
+    install_requires=[
+        "kubernetes>=29",
+        "Flask>=3.0",
+        "gunicorn>=22",
+        "cryptography>=42",
+        "cachetools>=5.3",
+        "prometheus_client>=0.20",
+        "PyYAML>=6",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "responses>=0.25",
+            "hypothesis>=6.100",
+        ],
+    },
+    entry_points={"console_scripts": ["velashard=velashard.cli.main:main"]},
+)

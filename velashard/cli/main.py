@@ -1,0 +1,72 @@
+"""Entry point of the `velashard` program: dispatch to a subcommand or the controller manager.
+
+`velashard [FLAGS]` with no subcommand runs the controller manager, so container args are just
+flags, as in KubeVela's chart. Subcommands live in their own modules, each exposing
+`add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# subcommand name -> (module, one-line help); modules are imported lazily so that
+# `velashard --help` stays fast and a broken optional subcommand cannot break the others.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
+}
+
+
+class UsageError(Exception):
+    """A bad flag or argument: reported on stderr with exit code 2."""
+
+
+def _subcommand_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
+    module_name, help_text = SUBCOMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"velashard {name}", description=help_text)
+    module.add_arguments(parser)
+    return parser, module
+
+
+def _print_overview() -> None:
+    print("usage: velashard [FLAGS]            run the controller manager")
+    print("       velashard SUBCOMMAND [ARGS]")
+    print()
+    print("subcommands:")
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        print(f"  {name:<12} {help_text}")
+    print()
+    print("Run `velashard --help-flags` for the controller manager's flags.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        _print_overview()
+        return 0
+    if args and not args[0].startswith("-"):
+        name = args[0]
+        if name not in SUBCOMMANDS:
+            print(f"velashard: unknown subcommand {name!r}; known: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
+            return 2
+        parser, module = _subcommand_parser(name)
+        parsed = parser.parse_args(args[1:])  # argparse exits 2 with a message on bad flags
+        try:
+            return int(module.run(parsed) or 0)
+        except UsageError as err:
+            print(f"velashard {name}: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+    from velashard.cli import manager
+
+    if args and args[0] == "--help-flags":
+        args = ["--help"]
+    return manager.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

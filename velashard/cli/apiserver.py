@@ -1,0 +1,63 @@
+"""`velashard apiserver`: run the embedded Kubernetes API server in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from velashard.cli.main import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one")
+    parser.add_argument("--kubeconfig-out", metavar="FILE", help="write a kubeconfig for this server to FILE")
+    parser.add_argument("--watch-history", type=int, default=10_000, metavar="N",
+                        help="events kept for watches that resume from a resourceVersion; older ones get 410 Expired")
+    parser.add_argument("--simulate-workloads", action="store_true",
+                        help="give Deployments, StatefulSets, DaemonSets and Jobs the status their controllers would")
+    parser.add_argument("--service-endpoint", action="append", default=[], metavar="NS/NAME=HOST:PORT",
+                        help="where a Service named by a webhook's clientConfig.service is reached (repeatable)")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+
+def parse_service_endpoints(values: list[str]) -> dict[str, str]:
+    endpoints: dict[str, str] = {}
+    for value in values:
+        ref, sep, address = value.partition("=")
+        host, colon, port = address.rpartition(":")
+        if not sep or ref.count("/") != 1 or not all(ref.split("/")) or not colon or not host or not port.isdigit():
+            raise UsageError(f"--service-endpoint {value!r}: expected NS/NAME=HOST:PORT, e.g. "
+                             f"vela-system/vela-webhook=127.0.0.1:9443")
+        endpoints[ref] = address
+    return endpoints
+
+
+def run(args: argparse.Namespace) -> int:
+    from velashard.devcluster.server import APIServer
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: must be between 0 and 65535")
+    if args.watch_history < 1:
+        raise UsageError(f"--watch-history {args.watch_history}: must be at least 1")
+    endpoints = parse_service_endpoints(args.service_endpoint)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        server = APIServer(host=args.host, port=args.port, watch_history=args.watch_history,
+                           simulate_workloads=args.simulate_workloads, service_endpoints=endpoints)
+    except OSError as err:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
+    if args.kubeconfig_out:
+        server.write_kubeconfig(args.kubeconfig_out)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    print(f"velashard apiserver listening on {server.url}", flush=True)
+    stop.wait()
+    server.stop()
+    return 0

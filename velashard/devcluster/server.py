@@ -1,0 +1,531 @@
+"""The embedded Kubernetes API server: HTTP routing, discovery, list/watch streaming and lifecycle.
+
+It serves the Kubernetes REST API over plain HTTP for development, tests and benchmarks; every
+semantic decision lives in `rest`, `store`, `admission` and `controllers`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import yaml
+
+from velashard import __version__
+from velashard.devcluster import errors
+from velashard.devcluster.admission import Admission
+from velashard.devcluster.audit import AuditLog
+from velashard.devcluster.controllers import Controllers
+from velashard.devcluster.resources import Registry, ResourceType
+from velashard.devcluster.rest import Request, RestAPI, Result
+from velashard.devcluster.store import Store, dumps
+from velashard.devcluster.tables import to_table
+from velashard.devcluster.workloads import WorkloadSimulator
+
+log = logging.getLogger("velashard.devcluster.server")
+
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
+ADMIN_TOKEN = "admin"
+_VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+
+
+class _Route:
+    """What a resource URL names."""
+
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None, subresource: str | None):
+        self.rt = rt
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+
+class APIServer:
+    """An embedded kube-apiserver. `start()` serves in background threads; `serve_forever()` in the foreground."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, watch_history: int = 10_000,
+                 simulate_workloads: bool = False, service_endpoints: dict[str, str] | None = None,
+                 bookmark_interval: float = 5.0, audit_limit: int = 500_000):
+        self.types = Registry()
+        self.store = Store(watch_history=watch_history)
+        self.admission = Admission(self.store, service_endpoints)
+        self.api = RestAPI(self.store, self.types, self.admission)
+        self.controllers = Controllers(self.api, self.types)
+        self.api._on_commit = self.controllers.on_commit
+        self.simulator = WorkloadSimulator(self.api, self.types) if simulate_workloads else None
+        self.audit = AuditLog(audit_limit)
+        self.bookmark_interval = bookmark_interval
+        self.stopping = threading.Event()
+        self._httpd = _HTTPServer((host, port), _Handler)
+        self._httpd.apiserver = self
+        self.host, self.port = host, self._httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+        self.kubeconfig: str | None = None  # path of the first kubeconfig written
+        self._bootstrap()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _bootstrap(self) -> None:
+        ns_rt = self.types.lookup("", "v1", "namespaces")
+        assert ns_rt is not None
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.api.create(ns_rt, "", {"metadata": {"name": name}}, Request())
+
+    def start(self) -> "APIServer":
+        self.controllers.start()
+        if self.simulator is not None:
+            self.simulator.start()
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="devcluster-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.controllers.start()
+        if self.simulator is not None:
+            self.simulator.start()
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.store.close_watchers()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.controllers.stop()
+        if self.simulator is not None:
+            self.simulator.stop()
+
+    def kubeconfig_document(self, user: str = ADMIN_TOKEN, namespace: str = "default") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "velashard-dev", "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": {"token": user}}],
+            "contexts": [{"name": "velashard-dev", "context": {"cluster": "velashard-dev", "user": user,
+                                                                "namespace": namespace}}],
+            "current-context": "velashard-dev",
+        }
+
+    def write_kubeconfig(self, path: str, user: str = ADMIN_TOKEN) -> str:
+        """Write a kubeconfig whose bearer token names `user`; the first one written becomes `self.kubeconfig`."""
+        with open(path, "w") as fh:
+            yaml.safe_dump(self.kubeconfig_document(user), fh, sort_keys=False)
+        if self.kubeconfig is None:
+            self.kubeconfig = path
+        return path
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    apiserver: APIServer
+
+
+def user_from_headers(headers: Any) -> dict[str, Any]:
+    """The request's identity: impersonation or front-proxy headers, else the bearer token names the user."""
+    name = headers.get("Impersonate-User") or headers.get("X-Remote-User")
+    groups = headers.get_all("Impersonate-Group") or headers.get_all("X-Remote-Group") or []
+    if not name:
+        auth = headers.get("Authorization") or ""
+        if auth.lower().startswith("bearer ") and auth[7:].strip():
+            name = auth[7:].strip()
+    if not name:
+        return {"username": "system:anonymous", "uid": "", "groups": ["system:unauthenticated"]}
+    groups = list(groups) + ["system:authenticated"]
+    if name == ADMIN_TOKEN:
+        groups.insert(0, "system:masters")
+    if name.startswith("system:serviceaccount:"):
+        namespace = name.split(":")[2] if name.count(":") >= 3 else ""
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"] + groups
+    return {"username": name, "uid": "", "groups": groups}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+    server_version = "velashard-apiserver"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:  # the audit log records requests instead
+        return
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def apiserver(self) -> APIServer:
+        return self.server.apiserver
+
+    def _send(self, code: int, body: dict[str, Any] | None = None, raw: bytes | None = None,
+              content_type: str = "application/json") -> None:
+        payload = raw if raw is not None else dumps(body)
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+        self._code = code
+
+    def _send_error(self, err: errors.APIError) -> None:
+        self._send(err.code, err.status())
+
+    def _read_body(self) -> Any:
+        length = self.headers.get("Content-Length")
+        if not length:
+            return None
+        try:
+            size = int(length)
+        except ValueError:
+            raise errors.bad_request("invalid Content-Length")
+        if size > MAX_BODY_BYTES:
+            self.rfile.read(size)
+            raise errors.APIError(413, "RequestEntityTooLarge", f"the request body is too large: {size} bytes, "
+                                  f"limit {MAX_BODY_BYTES}")
+        data = self.rfile.read(size)
+        if not data.strip():
+            return None
+        content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        try:
+            if content_type in ("application/yaml", "application/apply-patch+yaml"):
+                return yaml.safe_load(data)
+            return json.loads(data)
+        except (ValueError, yaml.YAMLError) as err:
+            raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
+
+    def _dispatch(self) -> None:
+        started = time.monotonic()
+        self._code = 0
+        self._audit: dict[str, Any] = {"verb": self.command.lower(), "resource": "", "subresource": "",
+                                       "namespace": "", "name": "", "apiGroup": ""}
+        parts = urlsplit(self.path)
+        self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        self._user = user_from_headers(self.headers)
+        path = parts.path.rstrip("/") or "/"
+        try:
+            self._route(path)
+        except errors.APIError as err:
+            self._safe_error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as err:  # never let a request kill the server; say what went wrong
+            log.exception("request failed method=%s path=%s", self.command, self.path)
+            self._safe_error(errors.internal(f"{type(err).__name__}: {err}"))
+        if path != "/debug/audit":
+            self.apiserver.audit.record(
+                userAgent=self.headers.get("User-Agent", ""), user=self._user["username"], code=self._code,
+                durationMs=round((time.monotonic() - started) * 1000, 3), **self._audit)
+
+    def _safe_error(self, err: errors.APIError) -> None:
+        try:
+            self._send_error(err)
+        except OSError:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
+
+    # --- routing ---------------------------------------------------------------------------------
+
+    def _route(self, path: str) -> None:
+        srv = self.apiserver
+        if path in ("/healthz", "/readyz", "/livez"):
+            self._send(200, raw=b"ok", content_type="text/plain; charset=utf-8")
+            return
+        if path == "/version":
+            self._send(200, {"major": "1", "minor": "32", "gitVersion": f"v1.32.0-velashard.{__version__}",
+                             "gitCommit": "", "gitTreeState": "clean", "buildDate": "", "goVersion": "",
+                             "compiler": "velashard", "platform": "python"})
+            return
+        if path == "/debug/audit":
+            self._send(200, srv.audit.since(_int(self._query.get("since"), 0), _int(self._query.get("limit"), 0)))
+            return
+        segments = [s for s in path.split("/") if s]
+        if segments[:2] == ["openapi", "v3"]:
+            self._send(200, openapi_v3(srv.types, "/".join(segments[2:])))
+            return
+        if segments[:1] == ["api"]:
+            if len(segments) == 1:
+                self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{srv.host}:{srv.port}"}]})
+                return
+            if segments[1] != "v1":
+                raise _not_found_path(path)
+            self._resources("", "v1", segments[2:], path)
+            return
+        if segments[:1] == ["apis"]:
+            if len(segments) == 1:
+                self._send(200, self._group_list())
+                return
+            group = segments[1]
+            versions = srv.types.group_versions().get(group)
+            if not versions:
+                raise _not_found_path(path)
+            if len(segments) == 2:
+                self._send(200, _api_group(group, versions))
+                return
+            if segments[2] not in versions:
+                raise _not_found_path(path)
+            self._resources(group, segments[2], segments[3:], path)
+            return
+        raise _not_found_path(path)
+
+    def _group_list(self) -> dict[str, Any]:
+        groups = [_api_group(g, v) for g, v in sorted(self.apiserver.types.group_versions().items()) if g]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _resources(self, group: str, version: str, segments: list[str], path: str) -> None:
+        types = self.apiserver.types
+        if not segments:
+            if self.command != "GET":
+                raise errors.method_not_allowed()
+            resources = []
+            for rt in types.resources_in(group, version):
+                resources.extend(rt.discovery_entries())
+            self._send(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                             "groupVersion": f"{group}/{version}" if group else version, "resources": resources})
+            return
+        route = self._parse_route(group, version, segments, path)
+        self._audit.update(resource=route.rt.plural, subresource=route.subresource or "",
+                           namespace=route.namespace or "", name=route.name or "", apiGroup=group)
+        if route.name is None:
+            self._collection(route)
+        else:
+            self._object(route)
+
+    def _parse_route(self, group: str, version: str, segs: list[str], path: str) -> _Route:
+        types = self.apiserver.types
+        namespace: str | None = None
+        if segs[0] == "namespaces" and len(segs) >= 3 and group == "" and segs[2] in ("status", "finalize"):
+            rest = segs  # the namespace object's own subresources
+        elif segs[0] == "namespaces" and len(segs) >= 3:
+            namespace, rest = segs[1], segs[2:]
+        else:
+            rest = segs
+        if len(rest) > 3:
+            raise _not_found_path(path)
+        rt = types.lookup(group, version, rest[0])
+        if rt is None:
+            raise _not_found_path(path)
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if namespace is not None and not rt.namespaced:
+            raise _not_found_path(path)
+        if rt.namespaced and name is not None and namespace is None:
+            raise _not_found_path(path)
+        if sub is not None and not (sub == "status" and rt.status_subresource
+                                    or sub == "finalize" and rt.kind == "Namespace"):
+            raise _not_found_path(path)
+        return _Route(rt, namespace, name, sub)
+
+    # --- collections -----------------------------------------------------------------------------
+
+    def _collection(self, route: _Route) -> None:
+        q = self._query
+        api, rt = self.apiserver.api, route.rt
+        if self.command in ("GET", "HEAD"):
+            if q.get("watch", "").lower() in ("true", "1"):
+                self._audit["verb"] = "watch"
+                self._watch(route)
+                return
+            self._audit["verb"] = "list"
+            limit = _int(q.get("limit"), 0)
+            if limit < 0:
+                raise errors.bad_request("limit must be a non-negative integer")
+            body = api.list(rt, route.namespace, q.get("labelSelector", ""), q.get("fieldSelector", ""), limit,
+                            q.get("continue", ""))
+            self._respond_objects(rt, body["items"], body["metadata"], body)
+            return
+        if self.command == "POST":
+            self._audit["verb"] = "create"
+            if rt.namespaced and route.namespace is None:
+                raise errors.method_not_allowed(f"the server does not allow this method on the requested "
+                                                f"resource: {rt.plural} must be created in a namespace")
+            result = api.create(rt, route.namespace or "", self._read_body(), self._request())
+            self._audit["name"] = result.body.get("metadata", {}).get("name", "")
+            self._respond(result)
+            return
+        if self.command == "DELETE":
+            self._audit["verb"] = "deletecollection"
+            body = api.delete_collection(rt, route.namespace, q.get("labelSelector", ""),
+                                         q.get("fieldSelector", ""), self._delete_options(), self._request())
+            self._send(200, body)
+            return
+        raise errors.method_not_allowed()
+
+    def _object(self, route: _Route) -> None:
+        api, rt = self.apiserver.api, route.rt
+        namespace = route.namespace or ""
+        assert route.name is not None
+        if route.subresource == "finalize" and self.command != "PUT":
+            raise errors.method_not_allowed()
+        if self.command in ("GET", "HEAD"):
+            self._audit["verb"] = "get"
+            obj = api.get(rt, namespace, route.name)
+            self._respond_objects(rt, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, obj,
+                                  single=True)
+        elif self.command == "PUT":
+            self._respond(api.update(rt, namespace, route.name, self._read_body(), self._request(),
+                                     route.subresource))
+        elif self.command == "PATCH":
+            body = self._read_body()
+            if body is None:
+                raise errors.bad_request("the patch body is empty")
+            self._respond(api.patch(rt, namespace, route.name, self.headers.get("Content-Type") or "", body,
+                                    self._request(), route.subresource))
+        elif self.command == "DELETE":
+            if route.subresource:
+                raise errors.method_not_allowed()
+            self._respond(api.delete(rt, namespace, route.name, self._delete_options(), self._request()))
+        else:
+            raise errors.method_not_allowed()
+
+    def _request(self) -> Request:
+        dry_run = self._query.get("dryRun")
+        if dry_run not in (None, "All"):
+            raise errors.bad_request(f'unsupported dryRun value "{dry_run}": only "All" is supported')
+        return Request(user=self._user, dry_run=dry_run == "All")
+
+    def _delete_options(self) -> dict[str, Any]:
+        body = self._read_body() or {}
+        if not isinstance(body, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        q = self._query
+        if "propagationPolicy" in q:
+            body["propagationPolicy"] = q["propagationPolicy"]
+        if "gracePeriodSeconds" in q:
+            body["gracePeriodSeconds"] = _int(q["gracePeriodSeconds"], None)
+        if "orphanDependents" in q:
+            body["orphanDependents"] = q["orphanDependents"].lower() == "true"
+        return body
+
+    def _respond(self, result: Result) -> None:
+        if result.raw is not None:
+            self._send(result.code, raw=result.raw)
+        else:
+            self._send(result.code, result.body)
+
+    def _respond_objects(self, rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any],
+                         body: dict[str, Any], single: bool = False) -> None:
+        accept = self.headers.get("Accept") or ""
+        if "as=Table" in accept:
+            version = "meta.k8s.io/v1" if "v=v1;" in accept.replace(" ", "") + ";" else "meta.k8s.io/v1beta1"
+            include = self._query.get("includeObject", "Metadata")
+            self._send(200, to_table(rt, objects, list_meta, include, version))
+            return
+        self._send(200, body)
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    def _watch(self, route: _Route) -> None:
+        srv, rt, q = self.apiserver, route.rt, self._query
+        matches = srv.api.matcher(rt, route.namespace, q.get("labelSelector", ""), q.get("fieldSelector", ""))
+        rv_text = q.get("resourceVersion", "")
+        since: int | None = None
+        if rv_text not in ("", "0"):
+            try:
+                since = int(rv_text)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{rv_text}"')
+        timeout = _int(q.get("timeoutSeconds"), 1800)
+        bookmarks = q.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        self._code = 200
+        try:
+            watcher = srv.store.watch(rt.group_resource, matches, since)
+        except errors.APIError as err:
+            self._chunk(b'{"type":"ERROR","object":' + dumps(err.status()) + b"}\n")
+            self._chunk(b"")
+            return
+        deadline = time.monotonic() + max(timeout, 0)
+        last_sent = time.monotonic()
+        try:
+            while not srv.stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                line = watcher.get(timeout=min(remaining, 1.0))
+                if line is not None:
+                    self._chunk(line)
+                    last_sent = time.monotonic()
+                    continue
+                if watcher.closed:
+                    break
+                if bookmarks and time.monotonic() - last_sent >= srv.bookmark_interval:
+                    rv = srv.store.bookmark_rv(watcher)
+                    if rv is not None:
+                        self._chunk(dumps({"type": "BOOKMARK", "object": {
+                            "kind": rt.kind, "apiVersion": rt.api_version,
+                            "metadata": {"resourceVersion": str(rv)}}}) + b"\n")
+                        last_sent = time.monotonic()
+            self._chunk(b"")
+        except OSError:
+            self.close_connection = True
+        finally:
+            watcher.close()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
+    """A minimal OpenAPI v3 discovery: enough for kubectl to see that PATCH takes fieldValidation.
+
+    Without it kubectl refuses to apply (it insists on validating); schemas are not published, so
+    kubectl computes strategic merge patches from its built-in types and merge patches for CRDs.
+    """
+    if not group_version_path:
+        paths = {}
+        for group, versions in types.group_versions().items():
+            for version in versions:
+                gv = f"apis/{group}/{version}" if group else f"api/{version}"
+                paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash=velashard"}
+        return {"paths": paths}
+    parts = group_version_path.split("/")
+    group, version = ("", parts[1]) if parts[0] == "api" else (parts[1] if len(parts) > 1 else "",
+                                                               parts[2] if len(parts) > 2 else "")
+    operations: dict[str, Any] = {}
+    for rt in types.resources_in(group, version):
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        scope = "/namespaces/{namespace}" if rt.namespaced else ""
+        operations[f"{prefix}{scope}/{rt.plural}/{{name}}"] = {"patch": {
+            "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}},
+                           {"name": "dryRun", "in": "query", "schema": {"type": "string"}}],
+            "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": rt.kind},
+            "responses": {"200": {"description": "OK"}}}}
+    return {"openapi": "3.0.0", "info": {"title": "velashard embedded API server", "version": __version__},
+            "paths": operations, "components": {"schemas": {}}}
+
+
+def _api_group(group: str, versions: list[str]) -> dict[str, Any]:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries,
+            "preferredVersion": entries[0]}
+
+
+def _not_found_path(path: str) -> errors.APIError:
+    return errors.APIError(404, "NotFound", f"the server could not find the requested resource ({path})",
+                           {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+
+
+def _int(text: str | None, default: Any) -> Any:
+    if text in (None, ""):
+        return default
+    try:
+        return int(text)  # type: ignore[arg-type]
+    except ValueError:
+        raise errors.bad_request(f'invalid integer "{text}"')

@@ -1,0 +1,125 @@
+"""Server-side printing: meta.k8s.io Table responses, as kubectl get asks for them."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from velashard.devcluster.resources import ResourceType
+
+_FILTER = re.compile(r"^\?\(@\.([\w.-]+)\s*==\s*['\"]?([^'\"]*)['\"]?\)$")
+
+
+def human_age(timestamp: str | None, now: datetime | None = None) -> str:
+    """kubectl's short duration: 45s, 12m, 3h, 5d."""
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return "<invalid>"
+    seconds = int(((now or datetime.now(timezone.utc)) - then).total_seconds())
+    if seconds < 0:
+        return "0s"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "d" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def jsonpath(obj: Any, path: str) -> Any:
+    """The subset of JSONPath CRD printer columns use: .a.b, [N], [*] and [?(@.k=="v")]; first match."""
+    tokens = re.findall(r"\.([^.\[]+)|\[([^\]]+)\]", path.strip().lstrip("$"))
+    values = [obj]
+    for name, index in tokens:
+        nxt: list[Any] = []
+        for value in values:
+            if name:
+                if isinstance(value, dict) and name in value:
+                    nxt.append(value[name])
+            elif isinstance(value, list):
+                if index == "*":
+                    nxt.extend(value)
+                elif index.lstrip("-").isdigit():
+                    i = int(index)
+                    if -len(value) <= i < len(value):
+                        nxt.append(value[i])
+                else:
+                    m = _FILTER.match(index)
+                    if m:
+                        nxt.extend(v for v in value if isinstance(v, dict) and str(jsonpath(v, "." + m.group(1)))
+                                   == m.group(2))
+        values = nxt
+    return values[0] if values else None
+
+
+def _cell(value: Any, column_type: str) -> Any:
+    if value is None:
+        return "<none>" if column_type == "string" else None
+    if column_type == "date":
+        return human_age(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return value
+
+
+def _ready(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    return f'{status.get("readyReplicas", 0)}/{(obj.get("spec") or {}).get("replicas", 0)}'
+
+
+def _ports(obj: dict[str, Any]) -> str:
+    ports = (obj.get("spec") or {}).get("ports") or []
+    return ",".join(f'{p.get("port")}/{p.get("protocol", "TCP")}' for p in ports) or "<none>"
+
+
+# Extra columns for the built-in kinds users look at most: (name, type, getter).
+_BUILTIN_COLUMNS: dict[str, list[tuple[str, str, Callable[[dict[str, Any]], Any]]]] = {
+    "Pod": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", "")),
+            ("Node", "string", lambda o: (o.get("spec") or {}).get("nodeName") or "<none>")],
+    "Deployment": [("Ready", "string", _ready),
+                   ("Up-to-date", "integer", lambda o: (o.get("status") or {}).get("updatedReplicas", 0)),
+                   ("Available", "integer", lambda o: (o.get("status") or {}).get("availableReplicas", 0))],
+    "StatefulSet": [("Ready", "string", _ready)],
+    "Namespace": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", ""))],
+    "Service": [("Type", "string", lambda o: (o.get("spec") or {}).get("type", "")),
+                ("Cluster-IP", "string", lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),
+                ("Ports", "string", _ports)],
+    "Lease": [("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity") or "")],
+    "Job": [("Completions", "string", lambda o: f'{(o.get("status") or {}).get("succeeded", 0)}/'
+                                                f'{(o.get("spec") or {}).get("completions", 1)}')],
+}
+
+
+def to_table(rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any], include: str,
+             api_version: str) -> dict[str, Any]:
+    columns: list[dict[str, Any]] = [{"name": "Name", "type": "string", "format": "name", "priority": 0,
+                                      "description": "Name must be unique within a namespace."}]
+    getters: list[Callable[[dict[str, Any]], Any]] = [lambda o: o["metadata"]["name"]]
+    if rt.printer_columns:
+        for col in rt.printer_columns:
+            columns.append({"name": col.get("name", ""), "type": col.get("type", "string"),
+                            "format": col.get("format", ""), "description": col.get("description", ""),
+                            "priority": col.get("priority", 0)})
+            getters.append(lambda o, c=col: _cell(jsonpath(o, c.get("jsonPath", "")), c.get("type", "string")))
+    else:
+        for name, ctype, getter in _BUILTIN_COLUMNS.get(rt.kind, []):
+            columns.append({"name": name, "type": ctype, "format": "", "description": "", "priority": 0})
+            getters.append(getter)
+        columns.append({"name": "Age", "type": "string", "format": "", "priority": 0,
+                        "description": "CreationTimestamp is a timestamp representing the server time when this "
+                                       "object was created."})
+        getters.append(lambda o: human_age(o["metadata"].get("creationTimestamp")))
+    rows = []
+    for obj in objects:
+        row: dict[str, Any] = {"cells": [g(obj) for g in getters]}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj["metadata"]}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": api_version, "metadata": list_meta, "columnDefinitions": columns,
+            "rows": rows}

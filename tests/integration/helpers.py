@@ -1,0 +1,54 @@
+"""Small helpers shared by the integration tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+from kubernetes.client.exceptions import ApiException
+
+
+def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    """Poll `check` until it returns a truthy value; fail with the last value or error after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except (ApiException, AssertionError, KeyError) as err:
+            last = err
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s; last: {last!r}")
+
+
+def status_of(err: ApiException) -> dict[str, Any]:
+    """The Kubernetes Status object carried by an API error."""
+    return json.loads(err.body)
+
+
+def raw_request(api_client: Any, method: str, path: str, body: bytes | str | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """Send a request the typed client cannot express (malformed bodies, odd verbs); returns (code, JSON)."""
+    import urllib.error
+    import urllib.request
+
+    config = api_client.configuration
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(config.host + path, data=data, method=method)
+    req.add_header("Authorization", config.api_key.get("authorization") or config.api_key.get("BearerToken") or "")
+    req.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        req.add_header(key, value)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            payload = resp.read()
+            code = resp.status
+    except urllib.error.HTTPError as err:
+        payload, code = err.read(), err.code
+    try:
+        return code, json.loads(payload)
+    except ValueError:
+        return code, payload.decode(errors="replace")

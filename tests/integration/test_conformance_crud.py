@@ -1,0 +1,164 @@
+"""Object metadata, CRUD and error semantics, through the official client."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.integration.helpers import raw_request, status_of
+
+
+def cm(name: str = "", labels: dict | None = None, data: dict | None = None, **meta) -> client.V1ConfigMap:
+    return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name or None, labels=labels, **meta),
+                              data=data or {"k": "v"})
+
+
+def test_create_fills_metadata_and_rv_is_global_and_monotonic(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    a = core.create_namespaced_config_map(namespace, cm("a"))
+    b = core.create_namespaced_config_map(namespace, cm("b"))
+    assert a.metadata.uid and b.metadata.uid and a.metadata.uid != b.metadata.uid
+    assert a.metadata.creation_timestamp is not None
+    assert a.metadata.generation == 1
+    assert int(b.metadata.resource_version) > int(a.metadata.resource_version)
+    listed = core.list_namespaced_config_map(namespace)
+    assert int(listed.metadata.resource_version) >= int(b.metadata.resource_version)
+
+
+def test_generate_name(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    made = core.create_namespaced_config_map(namespace, cm(generate_name="gen-"))
+    assert made.metadata.name.startswith("gen-") and len(made.metadata.name) == len("gen-") + 5
+
+
+def test_get_missing_is_404_status(api_client, namespace):
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api_client).read_namespaced_config_map("nope", namespace)
+    assert err.value.status == 404
+    body = status_of(err.value)
+    assert body["kind"] == "Status" and body["reason"] == "NotFound"
+    assert body["message"] == 'configmaps "nope" not found'
+
+
+def test_create_twice_is_409_already_exists(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, cm("dup"))
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map(namespace, cm("dup"))
+    assert err.value.status == 409 and status_of(err.value)["reason"] == "AlreadyExists"
+
+
+def test_create_in_missing_namespace_is_404(api_client):
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api_client).create_namespaced_config_map("no-such-ns", cm("x"))
+    assert err.value.status == 404
+    assert status_of(err.value)["message"] == 'namespaces "no-such-ns" not found'
+
+
+@pytest.mark.parametrize("name,labels", [
+    ("Bad_Name", None),
+    ("ok", {"bad key!": "v"}),
+    ("ok", {"key": "bad value!"}),
+    ("ok", {"k": "x" * 64}),
+])
+def test_invalid_metadata_is_422_with_field(api_client, namespace, name, labels):
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api_client).create_namespaced_config_map(namespace, cm(name, labels))
+    assert err.value.status == 422
+    body = status_of(err.value)
+    assert body["reason"] == "Invalid"
+    field = body["details"]["causes"][0]["field"]
+    assert field == ("metadata.name" if labels is None else "metadata.labels")
+
+
+def test_update_with_stale_rv_conflicts_and_without_rv_succeeds(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    made = core.create_namespaced_config_map(namespace, cm("u"))
+    first = core.replace_namespaced_config_map("u", namespace, cm("u", data={"k": "1"},
+                                                                   resource_version=made.metadata.resource_version))
+    assert first.data == {"k": "1"}
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_config_map("u", namespace, cm("u", data={"k": "2"},
+                                                              resource_version=made.metadata.resource_version))
+    assert err.value.status == 409 and status_of(err.value)["reason"] == "Conflict"
+    unconditional = core.replace_namespaced_config_map("u", namespace, cm("u", data={"k": "3"}))
+    assert unconditional.data == {"k": "3"}
+    assert unconditional.metadata.uid == made.metadata.uid
+
+
+def test_name_mismatch_and_malformed_body_are_400(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, cm("n1"))
+    with pytest.raises(ApiException) as err:
+        core.replace_namespaced_config_map("n1", namespace, cm("other"))
+    assert err.value.status == 400 and status_of(err.value)["reason"] == "BadRequest"
+    code, body = raw_request(api_client, "POST", f"/api/v1/namespaces/{namespace}/configmaps", "{not json")
+    assert code == 400 and body["reason"] == "BadRequest" and "decoding" in body["message"]
+
+
+def test_method_not_allowed_is_405(api_client, namespace):
+    code, body = raw_request(api_client, "PUT", f"/api/v1/namespaces/{namespace}/configmaps", "{}")
+    assert code == 405 and body["reason"] == "MethodNotAllowed"
+
+
+def test_generation_bumps_only_on_spec_changes(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    dep = apps.create_namespaced_deployment(namespace, deployment("g"))
+    assert dep.metadata.generation == 1
+    labelled = apps.patch_namespaced_deployment("g", namespace, {"metadata": {"labels": {"x": "y"}}})
+    assert labelled.metadata.generation == 1
+    scaled = apps.patch_namespaced_deployment("g", namespace, {"spec": {"replicas": 3}})
+    assert scaled.metadata.generation == 2
+
+
+def test_noop_update_writes_nothing(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    made = core.create_namespaced_config_map(namespace, cm("same"))
+    again = core.patch_namespaced_config_map("same", namespace, {"data": {"k": "v"}})
+    assert again.metadata.resource_version == made.metadata.resource_version
+
+
+def test_dry_run_stores_nothing(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, cm("dry"), dry_run="All")
+    with pytest.raises(ApiException) as err:
+        core.read_namespaced_config_map("dry", namespace)
+    assert err.value.status == 404
+
+
+def test_secret_string_data_and_service_cluster_ip(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    secret = core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="s"), string_data={"password": "hunter2"}))
+    assert secret.data == {"password": "aHVudGVyMg=="} and secret.type == "Opaque"
+    svc = core.create_namespaced_service(namespace, client.V1Service(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1ServiceSpec(selector={"app": "web"}, ports=[client.V1ServicePort(port=80)])))
+    assert svc.spec.cluster_ip.startswith("10.")
+    assert svc.spec.ports[0].target_port == 80 and svc.spec.ports[0].protocol == "TCP"
+    # A client that omits the allocated IP on update keeps it.
+    body = core.read_namespaced_service("web", namespace)
+    body.spec.cluster_ip = None
+    body.spec.cluster_ips = None
+    assert core.replace_namespaced_service("web", namespace, body).spec.cluster_ip == svc.spec.cluster_ip
+
+
+def test_deployment_validation(api_client, namespace):
+    bad = deployment("bad")
+    bad.spec.selector = client.V1LabelSelector(match_labels={"app": "other"})
+    with pytest.raises(ApiException) as err:
+        client.AppsV1Api(api_client).create_namespaced_deployment(namespace, bad)
+    assert err.value.status == 422
+    assert status_of(err.value)["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
+
+
+def deployment(name: str, replicas: int = 1, image: str = "nginx:1.25") -> client.V1Deployment:
+    labels = {"app": name}
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="main", image=image)]))))

@@ -1,0 +1,67 @@
+"""Simulated workload status, the audit log and leases (the client's leader-election LeaseLock)."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+from tests.integration.helpers import eventually, raw_request
+from tests.integration.test_conformance_crud import deployment
+
+
+def test_simulated_deployment_and_job_status(api_client, namespace):
+    apps, batch = client.AppsV1Api(api_client), client.BatchV1Api(api_client)
+    apps.create_namespaced_deployment(namespace, deployment("web", replicas=3))
+
+    def available():
+        d = apps.read_namespaced_deployment("web", namespace)
+        ok = (d.status.observed_generation == d.metadata.generation and d.status.available_replicas == 3
+              and d.status.ready_replicas == 3 and d.status.updated_replicas == 3)
+        return d if ok else None
+
+    dep = eventually(available)
+    assert {c.type: c.status for c in dep.status.conditions}["Available"] == "True"
+    apps.patch_namespaced_deployment("web", namespace, {"spec": {"replicas": 1}})
+    eventually(lambda: apps.read_namespaced_deployment("web", namespace).status.available_replicas == 1)
+
+    job = client.V1Job(metadata=client.V1ObjectMeta(name="once"), spec=client.V1JobSpec(
+        template=client.V1PodTemplateSpec(spec=client.V1PodSpec(
+            restart_policy="Never", containers=[client.V1Container(name="c", image="busybox")]))))
+    made = batch.create_namespaced_job(namespace, job)
+    assert made.spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": made.metadata.uid}
+    done = eventually(lambda: (lambda j: j if j.status.succeeded == 1 else None)(
+        batch.read_namespaced_job("once", namespace)))
+    assert {c.type: c.status for c in done.status.conditions}["Complete"] == "True"
+
+
+def test_audit_records_every_request(api_client, apiserver, namespace):
+    since = apiserver.audit.since(0)["lastSeq"]
+    api_client.set_default_header("User-Agent", "velashard/0.1.0 (shard=test)")
+    try:
+        client.CoreV1Api(api_client).create_namespaced_config_map(
+            namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="audited")))
+    finally:
+        api_client.set_default_header("User-Agent", "OpenAPI-Generator/python")
+    code, log = raw_request(api_client, "GET", f"/debug/audit?since={since}")
+    assert code == 200
+    record = next(r for r in log["items"] if r["verb"] == "create" and r["name"] == "audited")
+    assert record["resource"] == "configmaps" and record["namespace"] == namespace and record["code"] == 201
+    assert record["userAgent"] == "velashard/0.1.0 (shard=test)" and record["seq"] > since
+    assert record["durationMs"] >= 0 and record["time"] > 0
+    assert log["lastSeq"] >= record["seq"]
+
+
+def test_lease_lock_from_the_client(api_client, namespace):
+    coordination = client.CoordinationV1Api(api_client)
+    lock = LeaseLock("leader", namespace, "me")
+    lock.api_instance = coordination  # the lock builds a default client; point it at this server
+    found, _ = lock.get("leader", namespace)
+    assert not found
+    record = LeaderElectionRecord("me", "15", "2026-01-01 00:00:00.000001", "2026-01-01 00:00:00.000001")
+    assert lock.create("leader", namespace, record)
+    found, lease = lock.get("leader", namespace)
+    assert found and lease.holder_identity == "me"
+    record.renew_time = "2026-01-01 00:00:05.000001"
+    assert lock.update("leader", namespace, record)
+    assert coordination.read_namespaced_lease("leader", namespace).spec.holder_identity == "me"

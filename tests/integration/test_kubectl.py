@@ -87,6 +87,6 @@ def test_apply_get_label_delete(kubectl, namespace: str, tmp_path: Path) -> None
 
 
 def test_unknown_resource_is_a_clear_error(kubectl, namespace: str) -> None:
-    proc = kubectl("get", "widgets", "-n", namespace, check=False)
+    proc = kubectl("get", "nosuchthings", "-n", namespace, check=False)
     assert proc.returncode != 0
-    assert "widgets" in proc.stderr
+    assert "nosuchthings" in proc.stderr

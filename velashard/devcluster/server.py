@@ -128,6 +128,14 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     apiserver: APIServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that hang up (a closed watch, a killed process) are normal; anything else is logged."""
+        import sys
+        err = sys.exc_info()[1]
+        if isinstance(err, (ConnectionError, TimeoutError)):
+            return
+        log.exception("connection from %s failed", client_address)
+
 
 def user_from_headers(headers: Any) -> dict[str, Any]:
     """The request's identity: impersonation or front-proxy headers, else the bearer token names the user."""

@@ -1,0 +1,96 @@
+"""`velashard [FLAGS]`: the controller manager."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+
+from velashard.devcluster.validation import is_valid_label_value
+from velashard.kube.client import KubeClient, load_configuration
+from velashard.kube.manager import LeaderElectionConfig, Manager
+from velashard.observability import fields, parse_addr, setup_logging
+
+log = logging.getLogger("velashard.manager")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="velashard", description="velashard controller manager")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else $KUBECONFIG or "
+                                        "~/.kube/config)")
+    p.add_argument("--kube-api-qps", type=float, default=50.0, help="client-side requests per second (default 50)")
+    p.add_argument("--kube-api-burst", type=int, default=100, help="client-side burst (default 100)")
+    p.add_argument("--concurrent-reconciles", type=int, default=4, help="worker threads per controller (default 4)")
+    p.add_argument("--shard-id", default="master", help="this process's shard id (default master)")
+    p.add_argument("--enable-leader-election", action="store_true",
+                   help="run one active replica per shard, elected on a Lease")
+    p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "vela-system"))
+    p.add_argument("--leader-election-id", default="velashard",
+                   help="lease name prefix; the shard id is appended (default velashard)")
+    p.add_argument("--leader-election-identity", default="",
+                   help="this replica's identity (default hostname plus a random suffix)")
+    p.add_argument("--lease-duration", type=float, default=15.0)
+    p.add_argument("--renew-deadline", type=float, default=10.0)
+    p.add_argument("--retry-period", type=float, default=2.0)
+    p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address (default :8080)")
+    p.add_argument("--health-addr", default=":9440", help="/healthz and /readyz address (default :9440)")
+    p.add_argument("--log-format", choices=["text", "json"], default="text")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    return p
+
+
+def lease_name(prefix: str, shard_id: str) -> str:
+    return f"{prefix}-{shard_id}"
+
+
+def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    problems = is_valid_label_value(args.shard_id) if args.shard_id else ["must not be empty"]
+    if problems:
+        parser.error(f"--shard-id {args.shard_id!r}: {problems[0]}")
+    if args.kube_api_qps <= 0 or args.kube_api_burst < 1:
+        parser.error("--kube-api-qps must be > 0 and --kube-api-burst >= 1")
+    if args.concurrent_reconciles < 1:
+        parser.error("--concurrent-reconciles must be at least 1")
+    if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
+        parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
+    for flag in ("metrics_addr", "health_addr"):
+        value = getattr(args, flag)
+        if value:
+            try:
+                parse_addr(value)
+            except ValueError as err:
+                parser.error(f"--{flag.replace('_', '-')}: {err}")
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with a message on bad flags
+    validate(args, parser)
+    setup_logging(args.shard_id, args.log_format, args.log_level)
+    try:
+        configuration = load_configuration(args.kubeconfig)
+    except Exception as err:  # any config problem is the user's to fix: say so, exit 2
+        print(f"velashard: cannot load Kubernetes configuration: {err}", file=sys.stderr)
+        return 2
+    client = KubeClient(configuration, shard_id=args.shard_id, qps=args.kube_api_qps, burst=args.kube_api_burst)
+    election = None
+    if args.enable_leader_election:
+        identity = args.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        election = LeaderElectionConfig(lease_name(args.leader_election_id, args.shard_id),
+                                        args.leader_election_namespace, identity, args.lease_duration,
+                                        args.renew_deadline, args.retry_period)
+    try:
+        manager = Manager(client, args.shard_id, election, args.metrics_addr, args.health_addr)
+    except OSError as err:
+        print(f"velashard: cannot listen: {err}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info("starting manager", extra=fields(shard=args.shard_id, leader_election=args.enable_leader_election))
+    return manager.run(stop)

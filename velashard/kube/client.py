@@ -1,0 +1,206 @@
+"""A small, dict-based Kubernetes client over the official client's configuration and REST transport.
+
+It adds what controllers need and the generated API classes lack: any group/version/resource as
+plain dicts, client-side QPS/burst limiting, a User-Agent naming the shard, errors as exceptions,
+request metrics, and watch streams that another thread can close.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Iterator
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import RESTClientObject
+
+from velashard import __version__
+from velashard.kube import errors
+from velashard.kube.ratelimit import TokenBucket
+from velashard.kube.resources import Resource
+from velashard.observability import KUBE_REQUESTS
+
+log = logging.getLogger("velashard.kube.client")
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """`--kubeconfig` if given, else in-cluster config inside a pod, else $KUBECONFIG or ~/.kube/config."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        if not os.path.exists(kubeconfig):
+            raise FileNotFoundError(f"kubeconfig {kubeconfig} does not exist")
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    else:
+        k8s_config.load_kube_config(client_configuration=configuration)
+    return configuration
+
+
+def user_agent(shard_id: str, component: str = "velashard") -> str:
+    return f"{component}/{__version__} (shard={shard_id})"
+
+
+class WatchStream:
+    """The events of one watch request; `close()` from any thread ends the iteration."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse):
+        self._response = response
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._response.stream(amt=65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip():
+                yield json.loads(buffer)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            if not self.closed:
+                raise errors.TransportError(f"watch stream broken: {err}")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        shutdown = getattr(self._response, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()  # unblocks a reader in another thread
+            self._response.release_conn()
+            self._response.close()
+        except Exception:  # closing a broken connection may fail in many ways; it is closed either way
+            pass
+
+
+class KubeClient:
+    def __init__(self, configuration: k8s_client.Configuration, shard_id: str = "master", qps: float = 50.0,
+                 burst: int = 100, component: str = "velashard"):
+        self.configuration = configuration
+        self.host = configuration.host.rstrip("/")
+        self.user_agent = user_agent(shard_id, component)
+        self._rest = RESTClientObject(configuration)
+        self._limiter = TokenBucket(qps, burst)
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> "KubeClient":
+        return cls(load_configuration(kubeconfig), **kwargs)
+
+    # --- transport -------------------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        cfg = self.configuration
+        if cfg.refresh_api_key_hook is not None:
+            cfg.refresh_api_key_hook(cfg)
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        for setting in cfg.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    def request(self, verb: str, method: str, path: str, query: dict[str, Any] | None = None,
+                body: Any = None, content_type: str | None = None, timeout: float | tuple[float, float] = 60,
+                stream: bool = False) -> Any:
+        """Send one request; returns the decoded JSON body (or a raw response when `stream`)."""
+        params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
+        url = self.host + path + ("?" + urlencode(params) if params else "")
+        self._limiter.acquire()
+        try:
+            response = self._rest.request(method, url, headers=self._headers(
+                content_type or ("application/json" if body is not None else None)), body=body,
+                _request_timeout=timeout)
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.exceptions.ApiException) as err:
+            KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
+            raise errors.TransportError(f"{method} {path}: {err}")
+        KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
+        if stream and response.status == 200:
+            return response.response
+        data = response.read()
+        if response.status >= 400:
+            raise errors.error_from_response(response.status, data)
+        return json.loads(data) if data else None
+
+    # --- verbs -----------------------------------------------------------------------------------
+
+    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self.request("get", "GET", res.path(namespace, name))
+
+    def list(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None, limit: int | None = None, continue_token: str | None = None,
+             resource_version: str | None = None) -> dict[str, Any]:
+        return self.request("list", "GET", res.path(namespace), {
+            "labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit,
+            "continue": continue_token, "resourceVersion": resource_version})
+
+    def list_all(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
+                 field_selector: str | None = None, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
+        """Every page of a list; returns the items and the first page's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            page = self.list(res, namespace, label_selector, field_selector, page_size, token)
+            rv = rv or page["metadata"].get("resourceVersion", "")
+            items.extend(page.get("items") or [])
+            token = page["metadata"].get("continue")
+            if not token:
+                return items, rv
+
+    def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        ns = namespace or (obj.get("metadata") or {}).get("namespace")
+        return self.request("create", "POST", res.path(ns), body=obj)
+
+    def update(self, res: Resource, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return self.request("update", "PUT", res.path(meta.get("namespace"), meta["name"], subresource), body=obj)
+
+    def update_status(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.update(res, obj, subresource="status")
+
+    def patch(self, res: Resource, name: str, patch: Any, namespace: str | None = None, patch_type: str = "merge",
+              subresource: str | None = None) -> dict[str, Any]:
+        if patch_type not in PATCH_TYPES:
+            raise ValueError(f"patch_type must be one of {', '.join(PATCH_TYPES)}")
+        return self.request("patch", "PATCH", res.path(namespace, name, subresource), body=patch,
+                            content_type=PATCH_TYPES[patch_type])
+
+    def patch_status(self, res: Resource, name: str, patch: Any, namespace: str | None = None,
+                     patch_type: str = "merge") -> dict[str, Any]:
+        return self.patch(res, name, patch, namespace, patch_type, subresource="status")
+
+    def delete(self, res: Resource, name: str, namespace: str | None = None, propagation_policy: str | None = None,
+               preconditions: dict[str, str] | None = None) -> Any:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        if preconditions:
+            body["preconditions"] = preconditions
+        return self.request("delete", "DELETE", res.path(namespace, name), body=body)
+
+    def watch(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None, resource_version: str | None = None, timeout_seconds: int = 300,
+              allow_bookmarks: bool = True) -> WatchStream:
+        response = self.request("watch", "GET", res.path(namespace), {
+            "watch": "true", "labelSelector": label_selector, "fieldSelector": field_selector,
+            "resourceVersion": resource_version, "timeoutSeconds": timeout_seconds,
+            "allowWatchBookmarks": "true" if allow_bookmarks else None},
+            timeout=(10, timeout_seconds + 30), stream=True)
+        return WatchStream(response)

@@ -1,0 +1,118 @@
+"""A controller: a reconcile function over keys, fed by informer events through a work queue."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from velashard.kube.informer import EventHandler, Informer
+from velashard.kube.store import object_key
+from velashard.kube.workqueue import ShutDown, WorkQueue
+from velashard.observability import RECONCILE_DURATION, RECONCILE_TOTAL, fields
+
+log = logging.getLogger("velashard.kube.controller")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for next: nothing (done), a rate-limited retry, or a retry after a delay."""
+
+    requeue: bool = False
+    requeue_after: float | None = None
+
+
+DONE = Result()
+REQUEUE = Result(requeue=True)
+
+
+def requeue_after(seconds: float) -> Result:
+    return Result(requeue_after=seconds)
+
+
+Reconcile = Callable[[str], "Result | None"]
+Obj = dict[str, Any]
+
+
+class Controller:
+    def __init__(self, name: str, reconcile: Reconcile, workers: int = 1, queue: WorkQueue | None = None):
+        self.name = name
+        self.reconcile = reconcile
+        self.workers = max(1, workers)
+        self.queue = queue if queue is not None else WorkQueue(name)
+        self._threads: list[threading.Thread] = []
+
+    def enqueue(self, key: str) -> None:
+        self.queue.add(key)
+
+    def watch(self, informer: Informer, to_keys: Callable[[Obj], list[str]] | None = None,
+              predicate: Callable[[Obj | None, Obj], bool] | None = None) -> None:
+        """Queue keys for an informer's events: the object's own key, or the keys `to_keys` maps it to
+        (e.g. an owned Deployment to its Application). `predicate(old, new)` filters updates."""
+        keys = to_keys or (lambda obj: [object_key(obj)])
+
+        def on_add(obj: Obj) -> None:
+            if predicate is None or predicate(None, obj):
+                for key in keys(obj):
+                    self.queue.add(key)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            if predicate is None or predicate(old, new):
+                for key in set(keys(new)) | set(keys(old)):
+                    self.queue.add(key)
+
+        def on_delete(obj: Obj) -> None:
+            for key in keys(obj):
+                self.queue.add(key)
+
+        informer.add_handler(EventHandler(on_add, on_update, on_delete))
+
+    def start(self) -> None:
+        for i in range(self.workers):
+            thread = threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 8.0) -> bool:
+        """Stop intake, let in-flight reconciles finish (up to `timeout`), then stop the workers."""
+        drained = self.queue.shutdown(drain=True, timeout=timeout)
+        for thread in self._threads:
+            thread.join(timeout=1.0)
+        return drained
+
+    def _worker(self) -> None:
+        while True:
+            try:
+                key = self.queue.get()
+            except ShutDown:
+                return
+            try:
+                self._process(key)
+            finally:
+                self.queue.done(key)
+
+    def _process(self, key: Any) -> None:
+        started = time.monotonic()
+        try:
+            result = self.reconcile(key) or DONE
+        except Exception as err:
+            RECONCILE_TOTAL.labels(controller=self.name, result="error").inc()
+            RECONCILE_DURATION.labels(controller=self.name).observe(time.monotonic() - started)
+            log.error("reconcile failed", exc_info=not isinstance(err, (ValueError, KeyError)),
+                      extra=fields(controller=self.name, key=key, error=str(err),
+                                   retries=self.queue.num_requeues(key)))
+            self.queue.add_rate_limited(key)
+            return
+        RECONCILE_DURATION.labels(controller=self.name).observe(time.monotonic() - started)
+        if result.requeue_after is not None:
+            RECONCILE_TOTAL.labels(controller=self.name, result="requeue_after").inc()
+            self.queue.forget(key)
+            self.queue.add_after(key, result.requeue_after)
+        elif result.requeue:
+            RECONCILE_TOTAL.labels(controller=self.name, result="requeue").inc()
+            self.queue.add_rate_limited(key)
+        else:
+            RECONCILE_TOTAL.labels(controller=self.name, result="success").inc()
+            self.queue.forget(key)

@@ -1,0 +1,217 @@
+"""Informers: list, then watch from the list's resourceVersion, keeping a cache and calling handlers.
+
+Like client-go's reflector and shared informer: relists on 410 Expired, re-watches from the last
+resourceVersion after a broken stream with capped exponential backoff, periodic resync, and a
+transform that drops what controllers never read before objects reach the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from velashard.kube import errors
+from velashard.kube.client import KubeClient, WatchStream
+from velashard.kube.resources import Resource
+from velashard.kube.store import IndexFunc, Store, namespace_index, object_key
+from velashard.observability import INFORMER_OBJECTS, fields
+
+log = logging.getLogger("velashard.kube.informer")
+
+Obj = dict[str, Any]
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def strip_unread_fields(obj: Obj) -> Obj:
+    """The default transform: managedFields and kubectl's last-applied annotation are never read."""
+    meta = obj.get("metadata") or {}
+    meta.pop("managedFields", None)
+    annotations = meta.get("annotations")
+    if annotations and LAST_APPLIED in annotations:
+        annotations.pop(LAST_APPLIED)
+    return obj
+
+
+@dataclass
+class EventHandler:
+    on_add: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    on_delete: Callable[[Obj], None] | None = None
+
+
+class Backoff:
+    """Capped exponential backoff with jitter for reconnecting; reset after a healthy stream."""
+
+    def __init__(self, initial: float = 0.2, maximum: float = 30.0):
+        self.initial = initial
+        self.maximum = maximum
+        self._next = initial
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.maximum, self._next * 2)
+        return delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+
+class Informer:
+    def __init__(self, client: KubeClient, resource: Resource, namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 resync_period: float = 0.0, transform: Callable[[Obj], Obj] | None = strip_unread_fields,
+                 indexers: dict[str, IndexFunc] | None = None, watch_timeout: int = 300,
+                 backoff: Backoff | None = None):
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.resync_period = resync_period
+        self.transform = transform
+        self.watch_timeout = watch_timeout
+        self.store = Store({"namespace": namespace_index, **(indexers or {})})
+        self._handlers: list[EventHandler] = []
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._stream: WatchStream | None = None
+        self._thread: threading.Thread | None = None
+        self._backoff = backoff or Backoff()
+        self._rv = ""
+        self.relists = 0
+        self.name = str(resource) + (f"[{label_selector}]" if label_selector else "")
+
+    def add_handler(self, handler: EventHandler) -> None:
+        """Handlers added before start see every object as an add; later ones get the cache replayed."""
+        self._handlers.append(handler)
+        if self._synced.is_set() and handler.on_add:
+            for obj in self.store.list():
+                self._call(handler.on_add, obj)
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def start(self) -> "Informer":
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+        if self.resync_period:
+            threading.Thread(target=self._resync_loop, name=f"resync-{self.name}", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    def _resync_loop(self) -> None:
+        """Periodically replay the cache as updates, so level-based controllers re-check everything."""
+        while not self._stop.wait(self.resync_period):
+            if self._synced.is_set():
+                for obj in self.store.list():
+                    self._dispatch("update", obj, obj)
+
+    def _run(self) -> None:
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                if not self._watch() and not self._stop.is_set():
+                    self._stop.wait(self._backoff.next())  # a stream that ends at once must not spin
+            except errors.Expired:
+                log.info("watch expired, relisting", extra=fields(resource=self.name, rv=self._rv))
+                need_list = True
+            except errors.KubeError as err:
+                delay = self._backoff.next()
+                log.warning("list/watch failed, retrying", extra=fields(resource=self.name, error=str(err),
+                                                                          retry_in=round(delay, 2)))
+                if isinstance(err, errors.KubeError) and err.code in (400, 403, 404):
+                    need_list = True
+                self._stop.wait(delay)
+
+    def _list(self) -> None:
+        items, rv = self.client.list_all(self.resource, self.namespace, self.label_selector, self.field_selector)
+        objects = [self._transform(o) for o in items]
+        previous = self.store.replace(objects)
+        self._rv = rv
+        self.relists += 1
+        INFORMER_OBJECTS.labels(resource=self.name).set(len(objects))
+        current = {object_key(o): o for o in objects}
+        for key, old in previous.items():
+            if key not in current:
+                self._dispatch("delete", old)
+        for key, obj in current.items():
+            old = previous.get(key)
+            if old is None:
+                self._dispatch("add", obj)
+            elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self._dispatch("update", obj, old)
+        self._synced.set()
+
+    def _watch(self) -> bool:
+        """Follow one watch stream; False if it ended at once without any event."""
+        started = time.monotonic()
+        received = False
+        stream = self.client.watch(self.resource, self.namespace, self.label_selector, self.field_selector,
+                                   self._rv, timeout_seconds=self.watch_timeout)
+        self._stream = stream
+        if self._stop.is_set():
+            stream.close()
+            return True
+        for event in stream:
+            etype, obj = event.get("type"), event.get("object") or {}
+            if etype == "ERROR":
+                code = obj.get("code", 500)
+                if code == 410:
+                    raise errors.Expired(410, "Expired", obj.get("message", "watch expired"), obj)
+                raise errors.error_from_response(code, b"")
+            self._backoff.reset()
+            received = True
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self._rv = rv
+            if etype == "BOOKMARK":
+                pass
+            elif etype in ("ADDED", "MODIFIED"):
+                obj = self._transform(obj)
+                old = self.store.upsert(obj)
+                if old is None:
+                    self._dispatch("add", obj)
+                else:
+                    self._dispatch("update", obj, old)
+            elif etype == "DELETED":
+                old = self.store.remove(obj)
+                self._dispatch("delete", self._transform(obj) if old is None else obj)
+            INFORMER_OBJECTS.labels(resource=self.name).set(len(self.store))
+        return received or time.monotonic() - started > 1.0
+
+    def _transform(self, obj: Obj) -> Obj:
+        return self.transform(obj) if self.transform else obj
+
+    def _dispatch(self, kind: str, obj: Obj, old: Obj | None = None) -> None:
+        for handler in self._handlers:
+            if kind == "add" and handler.on_add:
+                self._call(handler.on_add, obj)
+            elif kind == "update" and handler.on_update:
+                self._call(handler.on_update, old, obj)
+            elif kind == "delete" and handler.on_delete:
+                self._call(handler.on_delete, obj)
+
+    def _call(self, func: Callable[..., None], *args: Any) -> None:
+        try:
+            func(*args)
+        except Exception:  # a handler's bug must not stop the informer
+            log.exception("event handler failed", extra=fields(resource=self.name))

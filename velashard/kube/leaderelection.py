@@ -1,0 +1,163 @@
+"""Leader election on a coordination.k8s.io Lease: one active replica per lease name.
+
+The decision is a pure function of the lease, this candidate and the time, like client-go's: a
+candidate may take the lease when nobody holds it, when it holds it already, or when the holder
+has not renewed it for a lease duration as observed by this candidate's own clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import LEASES
+from velashard.observability import LEADER, fields
+
+log = logging.getLogger("velashard.kube.leaderelection")
+
+
+def micro_time(moment: float) -> str:
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What this candidate last saw of the lease, and when (monotonic clock)."""
+
+    holder: str
+    renew_time: str
+    observed_at: float
+
+
+def may_acquire(spec: dict[str, Any] | None, identity: str, seen: Observation | None, now: float,
+                lease_duration: float) -> bool:
+    if not spec or not spec.get("holderIdentity"):
+        return True
+    if spec["holderIdentity"] == identity:
+        return True
+    if seen is None or seen.holder != spec["holderIdentity"] or seen.renew_time != spec.get("renewTime"):
+        return False  # the record just changed: wait a full duration from now before taking it
+    duration = spec.get("leaseDurationSeconds") or lease_duration
+    return now - seen.observed_at > duration
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, name: str, namespace: str, identity: str,
+                 on_started: Callable[[], None], on_stopped: Callable[[], None], lease_duration: float = 15.0,
+                 renew_deadline: float = 10.0, retry_period: float = 2.0):
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError("need lease-duration > renew-deadline > retry-period > 0")
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.on_started = on_started
+        self.on_stopped = on_stopped
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._seen: Observation | None = None
+        self._leader = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._gauge = LEADER.labels(lease=f"{namespace}/{name}")
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leader
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"leader-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.retry_period + 5)
+        if self._leader:
+            self._set_leader(False)
+            if release:
+                self._release()
+
+    def _run(self) -> None:
+        last_renew = 0.0
+        while not self._stop.is_set():
+            ok = self._try_acquire_or_renew()
+            now = time.monotonic()
+            if ok:
+                last_renew = now
+                if not self._leader:
+                    log.info("acquired lease", extra=fields(lease=f"{self.namespace}/{self.name}",
+                                                            identity=self.identity))
+                    self._set_leader(True)
+            elif self._leader and now - last_renew > self.renew_deadline:
+                log.error("lost lease: could not renew within the deadline",
+                          extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity))
+                self._set_leader(False)
+            self._stop.wait(self.retry_period)
+
+    def _set_leader(self, leader: bool) -> None:
+        self._leader = leader
+        self._gauge.set(1 if leader else 0)
+        try:
+            (self.on_started if leader else self.on_stopped)()
+        except Exception:
+            log.exception("leadership callback failed", extra=fields(lease=self.name))
+
+    def _try_acquire_or_renew(self) -> bool:
+        now_wall, now = time.time(), time.monotonic()
+        try:
+            lease = self.client.get(LEASES, self.name, self.namespace)
+        except errors.NotFound:
+            lease = None
+        except errors.KubeError as err:
+            log.warning("reading lease failed", extra=fields(lease=self.name, error=str(err)))
+            return False
+        spec = (lease or {}).get("spec") or {}
+        if lease is not None:
+            holder, renew = spec.get("holderIdentity") or "", spec.get("renewTime") or ""
+            if self._seen is None or (self._seen.holder, self._seen.renew_time) != (holder, renew):
+                self._seen = Observation(holder, renew, now)
+        if not may_acquire(spec if lease is not None else None, self.identity, self._seen, now, self.lease_duration):
+            return False
+        new_spec = {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                    "renewTime": micro_time(now_wall),
+                    "acquireTime": spec.get("acquireTime") if spec.get("holderIdentity") == self.identity
+                    else micro_time(now_wall),
+                    "leaseTransitions": (spec.get("leaseTransitions") or 0)
+                    + (0 if spec.get("holderIdentity") in (self.identity, None, "") else 1)}
+        try:
+            if lease is None:
+                created = self.client.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                      "metadata": {"name": self.name, "namespace": self.namespace},
+                                                      "spec": new_spec})
+                spec = created["spec"]
+            else:
+                lease = dict(lease, spec=new_spec)
+                spec = self.client.update(LEASES, lease)["spec"]
+        except (errors.Conflict, errors.AlreadyExists):
+            return False  # someone else wrote first; re-read next round
+        except errors.KubeError as err:
+            log.warning("writing lease failed", extra=fields(lease=self.name, error=str(err)))
+            return False
+        self._seen = Observation(self.identity, spec.get("renewTime") or "", now)
+        return True
+
+    def _release(self) -> None:
+        """Give the lease up at once so a standby takes over without waiting a lease duration."""
+        try:
+            lease = self.client.get(LEASES, self.name, self.namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"] = dict(lease["spec"], holderIdentity=None, leaseDurationSeconds=1,
+                                 renewTime=micro_time(time.time()))
+            self.client.update(LEASES, lease)
+            log.info("released lease", extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity))
+        except errors.KubeError as err:
+            log.warning("releasing lease failed", extra=fields(lease=self.name, error=str(err)))

@@ -1,0 +1,143 @@
+"""Metrics, health probes and structured logging for every velashard process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+REGISTRY = CollectorRegistry()
+
+RECONCILE_TOTAL = Counter("velashard_reconcile_total", "Reconciles by controller and result",
+                          ["controller", "result"], registry=REGISTRY)
+RECONCILE_DURATION = Histogram("velashard_reconcile_duration_seconds", "Time spent in one reconcile",
+                               ["controller"], registry=REGISTRY,
+                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+WORKQUEUE_DEPTH = Gauge("velashard_workqueue_depth", "Items waiting in a work queue", ["name"], registry=REGISTRY)
+WORKQUEUE_QUEUE_DURATION = Histogram("velashard_workqueue_queue_duration_seconds",
+                                     "Time an item waits in a work queue before it is processed", ["name"],
+                                     registry=REGISTRY,
+                                     buckets=(0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60))
+WORKQUEUE_RETRIES = Counter("velashard_workqueue_retries_total", "Rate-limited re-adds to a work queue", ["name"],
+                            registry=REGISTRY)
+INFORMER_OBJECTS = Gauge("velashard_informer_objects", "Objects held in an informer's cache", ["resource"],
+                         registry=REGISTRY)
+KUBE_REQUESTS = Counter("velashard_kube_requests_total", "Requests to the Kubernetes API by verb and HTTP code",
+                        ["verb", "code"], registry=REGISTRY)
+LEADER = Gauge("velashard_leader", "1 while this process holds its shard's lease", ["lease"], registry=REGISTRY)
+
+
+def metrics_text() -> bytes:
+    return generate_latest(REGISTRY)
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """':8080' -> ('0.0.0.0', 8080); 'HOST:PORT' as is; port 0 picks a free port."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"address {addr!r} must be HOST:PORT or :PORT")
+    return host or "0.0.0.0", int(port)
+
+
+class ProbeServer:
+    """Serves /metrics, or /healthz and /readyz, from a background thread."""
+
+    def __init__(self, addr: str, routes: dict[str, Callable[[], tuple[int, bytes, str]]]):
+        outer_routes = routes
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                route = outer_routes.get(self.path.split("?")[0])
+                code, body, ctype = route() if route else (404, b"not found\n", "text/plain")
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self._httpd = ThreadingHTTPServer(parse_addr(addr), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"probe-{self.port}", daemon=True)
+
+    def start(self) -> "ProbeServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def metrics_server(addr: str) -> ProbeServer:
+    return ProbeServer(addr, {"/metrics": lambda: (200, metrics_text(), CONTENT_TYPE_LATEST)})
+
+
+def health_server(addr: str, healthy: Callable[[], bool], ready: Callable[[], bool]) -> ProbeServer:
+    def probe(check: Callable[[], bool]) -> Callable[[], tuple[int, bytes, str]]:
+        return lambda: (200, b"ok\n", "text/plain") if check() else (503, b"not ready\n", "text/plain")
+    return ProbeServer(addr, {"/healthz": probe(healthy), "/readyz": probe(ready)})
+
+
+# --- logging ---------------------------------------------------------------------------------------
+
+def fields(**values: Any) -> dict[str, Any]:
+    """`log.info("msg", extra=fields(key=...))`: structured fields rendered by the formatter."""
+    return {"fields": values}
+
+
+class _ShardFilter(logging.Filter):
+    def __init__(self, shard_id: str):
+        super().__init__()
+        self.shard_id = shard_id
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.shard = self.shard_id
+        return True
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(), "logger": record.name, "shard": getattr(record, "shard", ""),
+            "msg": record.getMessage()}
+        entry.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        extra = " ".join(f"{k}={v}" for k, v in (getattr(record, "fields", {}) or {}).items())
+        line = f"{ts} {record.levelname:<7} {record.name} shard={getattr(record, 'shard', '')} {record.getMessage()}"
+        if extra:
+            line += " " + extra
+        if record.exc_info:
+            line += " error=" + json.dumps(self.formatException(record.exc_info))
+        return line
+
+
+def setup_logging(shard_id: str, log_format: str = "text", level: str = "info") -> None:
+    """One line per event on stderr, with the shard id on every line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(_ShardFilter(shard_id))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

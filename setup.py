@@ -16,6 +16,7 @@ setup(
         "cachetools>=5.3",
         "prometheus_client>=0.20",
         "PyYAML>=6",
+        "jsonschema>=4",
     ],
     extras_require={
         "test": [

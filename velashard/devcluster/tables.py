@@ -31,9 +31,10 @@ def human_age(timestamp: str | None, now: datetime | None = None) -> str:
 
 def jsonpath(obj: Any, path: str) -> Any:
     """The subset of JSONPath CRD printer columns use: .a.b, [N], [*] and [?(@.k=="v")]; first match."""
-    tokens = re.findall(r"\.([^.\[]+)|\[([^\]]+)\]", path.strip().lstrip("$"))
+    tokens = re.findall(r"\.((?:\\\.|[^.\[])+)|\[([^\]]+)\]", path.strip().lstrip("$"))
     values = [obj]
     for name, index in tokens:
+        name = name.replace("\\.", ".")  # `\.` escapes a dot inside a key, e.g. an annotation name
         nxt: list[Any] = []
         for value in values:
             if name:

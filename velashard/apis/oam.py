@@ -1,0 +1,79 @@
+"""The core.oam.dev/v1beta1 kinds: resources for the client and CustomResourceDefinitions to install them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from velashard.kube.resources import Resource
+
+GROUP = "core.oam.dev"
+VERSION = "v1beta1"
+API_VERSION = f"{GROUP}/{VERSION}"
+SYSTEM_NAMESPACE = "vela-system"
+
+APPLICATIONS = Resource(GROUP, VERSION, "applications", "Application")
+APPLICATION_REVISIONS = Resource(GROUP, VERSION, "applicationrevisions", "ApplicationRevision")
+RESOURCE_TRACKERS = Resource(GROUP, VERSION, "resourcetrackers", "ResourceTracker", namespaced=False)
+COMPONENT_DEFINITIONS = Resource(GROUP, VERSION, "componentdefinitions", "ComponentDefinition")
+TRAIT_DEFINITIONS = Resource(GROUP, VERSION, "traitdefinitions", "TraitDefinition")
+
+_FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+_TRAIT = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}, "properties": _FREE}}
+_COMPONENT = {"type": "object", "required": ["name", "type"], "properties": {
+    "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+    "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS,
+    "traits": {"type": "array", "items": _TRAIT}}}
+_STEP = {"type": "object", "required": ["type"], "properties": {
+    "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS}}
+_APPLICATION_SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "required": ["components"], "properties": {
+        "components": {"type": "array", "items": _COMPONENT},
+        "policies": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "properties": {
+            "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE}}},
+        "workflow": {"type": "object", "properties": {"steps": {"type": "array", "items": _STEP}}}}},
+    "status": _FREE}}
+_DEFINITION_SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {
+        "workload": _FREE, "schematic": _FREE, "status": _FREE, "appliesToWorkloads": _STRINGS}},
+    "status": _FREE}}
+_PRESERVED = {"type": "object", "properties": {"spec": _FREE, "status": _FREE}}
+
+
+def _crd(plural: str, kind: str, short: list[str], schema: dict[str, Any], scope: str = "Namespaced",
+         columns: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True,
+                               "subresources": {"status": {}}, "schema": {"openAPIV3Schema": schema}}
+    if columns:
+        version["additionalPrinterColumns"] = columns
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{GROUP}"},
+            "spec": {"group": GROUP, "scope": scope,
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List",
+                               "shortNames": short, "categories": ["oam"]},
+                     "versions": [version]}}
+
+
+_AGE = {"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+CRDS: list[dict[str, Any]] = [
+    _crd("applications", "Application", ["app"], _APPLICATION_SCHEMA, columns=[
+        {"name": "COMPONENT", "type": "string", "jsonPath": ".spec.components[*].name"},
+        {"name": "TYPE", "type": "string", "jsonPath": ".spec.components[*].type"},
+        {"name": "PHASE", "type": "string", "jsonPath": ".status.status"},
+        {"name": "HEALTHY", "type": "boolean", "jsonPath": ".status.services[*].healthy"},
+        {"name": "STATUS", "type": "string", "jsonPath": ".status.services[*].message"}, _AGE]),
+    _crd("applicationrevisions", "ApplicationRevision", ["apprev"], _PRESERVED, columns=[
+        {"name": "REVISION", "type": "integer", "jsonPath": ".spec.revision"},
+        {"name": "HASH", "type": "string", "jsonPath": ".spec.hash"}, _AGE]),
+    _crd("resourcetrackers", "ResourceTracker", ["rt"], _PRESERVED, scope="Cluster", columns=[_AGE]),
+    _crd("componentdefinitions", "ComponentDefinition", ["comp"], _DEFINITION_SCHEMA, columns=[
+        {"name": "WORKLOAD-KIND", "type": "string", "jsonPath": ".spec.workload.definition.kind"},
+        {"name": "DESCRIPTION", "type": "string",
+         "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
+    _crd("traitdefinitions", "TraitDefinition", ["trait"], _DEFINITION_SCHEMA, columns=[
+        {"name": "APPLIES-TO", "type": "string", "jsonPath": ".spec.appliesToWorkloads"},
+        {"name": "DESCRIPTION", "type": "string",
+         "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
+]

@@ -1,0 +1,51 @@
+"""Who owns a managed resource, and what applying our desired state onto it produces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from velashard.apis import labels
+from velashard.patch import three_way_merge
+
+LAST_APPLIED = "app.oam.dev/last-applied-configuration"
+
+
+def owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(app namespace, app name) from a resource's labels, if an application manages it."""
+    lbls = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.APP_NAME in lbls:
+        return lbls.get(labels.APP_NAMESPACE, ""), lbls[labels.APP_NAME]
+    return None
+
+
+def conflicting_owner(live: dict[str, Any] | None, app_namespace: str, app_name: str) -> tuple[str, str] | None:
+    owner = owner_of(live) if live is not None else None
+    if owner is not None and owner != (app_namespace, app_name):
+        return owner
+    return None
+
+
+def with_last_applied(desired: dict[str, Any]) -> dict[str, Any]:
+    """`desired` carrying a record of itself, for the next three-way merge."""
+    record = json.dumps(desired, sort_keys=True, separators=(",", ":"))
+    meta = dict(desired.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), LAST_APPLIED: record}
+    return {**desired, "metadata": meta}
+
+
+def merged_for_update(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:
+    """Three-way merge of desired onto live against what we applied last; fields set by others survive."""
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    try:
+        last = json.loads(annotations[LAST_APPLIED]) if LAST_APPLIED in annotations else None
+    except ValueError:
+        last = None
+    merged = three_way_merge(last, with_last_applied(desired), live, desired.get("kind"))
+    merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+    return merged
+
+
+def needs_update(merged: dict[str, Any], live: dict[str, Any]) -> bool:
+    ignore = {"status"}
+    return any(merged.get(k) != live.get(k) for k in (set(merged) | set(live)) - ignore)

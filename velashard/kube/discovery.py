@@ -1,0 +1,55 @@
+"""Resolving group/resource or apiVersion/kind to a Resource through the API's discovery documents."""
+
+from __future__ import annotations
+
+import threading
+
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import Resource
+
+
+class Discovery:
+    """Cached discovery; a miss re-reads the server once (a CRD may have just been installed)."""
+
+    def __init__(self, client: KubeClient):
+        self._client = client
+        self._lock = threading.Lock()
+        self._by_kind: dict[tuple[str, str], Resource] = {}
+        self._by_resource: dict[tuple[str, str], Resource] = {}
+        self._loaded = False
+
+    def _load(self) -> None:
+        by_kind, by_resource = {}, {}
+        versions = [("", "v1")]
+        for group in self._client.request("discovery", "GET", "/apis").get("groups") or []:
+            versions.append((group["name"], group["preferredVersion"]["version"]))
+        for group, version in versions:
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            try:
+                listing = self._client.request("discovery", "GET", path)
+            except errors.NotFound:
+                continue
+            for entry in listing.get("resources") or []:
+                if "/" in entry["name"]:
+                    continue
+                res = Resource(group, version, entry["name"], entry["kind"], entry.get("namespaced", True))
+                by_kind[(res.api_version, res.kind)] = res
+                by_resource[(group, res.plural)] = res
+        with self._lock:
+            self._by_kind, self._by_resource, self._loaded = by_kind, by_resource, True
+
+    def _find(self, table: str, key: tuple[str, str]) -> Resource:
+        for attempt in range(2):
+            if not self._loaded or attempt == 1:
+                self._load()
+            found = getattr(self, table).get(key)
+            if found is not None:
+                return found
+        raise errors.NotFound(404, "NotFound", f"the server has no resource for {key[0]}/{key[1]}")
+
+    def for_kind(self, api_version: str, kind: str) -> Resource:
+        return self._find("_by_kind", (api_version, kind))
+
+    def for_resource(self, group: str, plural: str) -> Resource:
+        return self._find("_by_resource", (group, plural))

@@ -22,6 +22,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def crds_installed(apiserver):
+    """The manager runs the Application controller, whose informers need the CRDs, as in a real cluster."""
+    proc = subprocess.run([sys.executable, "-m", "velashard.cli.main", "install", "--kubeconfig", apiserver.kubeconfig],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "customresourcedefinition/applications.core.oam.dev" in proc.stdout
+
+
 def start_manager(kubeconfig: str, *flags: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "--kubeconfig", kubeconfig, *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

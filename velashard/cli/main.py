@@ -16,6 +16,8 @@ from typing import Sequence
 # `velashard --help` stays fast and a broken optional subcommand cannot break the others.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
+    "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
+    "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
 }
 
 

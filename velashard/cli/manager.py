@@ -11,6 +11,8 @@ import sys
 import threading
 import uuid
 
+from velashard.core.controller import ApplicationController
+from velashard.core.controller import Options as AppOptions
 from velashard.devcluster.validation import is_valid_label_value
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.manager import LeaderElectionConfig, Manager
@@ -39,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-period", type=float, default=2.0)
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address (default :8080)")
     p.add_argument("--health-addr", default=":9440", help="/healthz and /readyz address (default :9440)")
+    p.add_argument("--application-revision-limit", type=int, default=10,
+                   help="ApplicationRevisions kept per application (default 10)")
+    p.add_argument("--state-keep-interval", type=float, default=60.0,
+                   help="seconds between re-applies that undo drift of managed resources (default 60)")
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
@@ -54,6 +60,8 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--shard-id {args.shard_id!r}: {problems[0]}")
     if args.kube_api_qps <= 0 or args.kube_api_burst < 1:
         parser.error("--kube-api-qps must be > 0 and --kube-api-burst >= 1")
+    if args.application_revision_limit < 1 or args.state_keep_interval <= 0:
+        parser.error("--application-revision-limit must be >= 1 and --state-keep-interval > 0")
     if args.concurrent_reconciles < 1:
         parser.error("--concurrent-reconciles must be at least 1")
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
@@ -89,6 +97,9 @@ def main(argv: list[str]) -> int:
     except OSError as err:
         print(f"velashard: cannot listen: {err}", file=sys.stderr)
         return 2
+    ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
+                                              revision_limit=args.application_revision_limit,
+                                              state_keep_interval=args.state_keep_interval))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

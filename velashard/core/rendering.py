@@ -71,6 +71,8 @@ class RenderedComponent:
     outputs: list[dict[str, Any]]
     traits: list[str]
     depends_on: list[str]
+    # ref-objects components wait for the controller to read the referenced objects
+    pending_spec: dict[str, Any] | None = None
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -96,6 +98,21 @@ def template_cache_info() -> tuple[int, int]:
     return len(_TEMPLATES), _TEMPLATES.maxsize
 
 
+def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Fill `default`s from the schema, in nested objects and array items too."""
+    if isinstance(value, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if not isinstance(sub, dict):
+                continue
+            if name not in value and "default" in sub:
+                value[name] = copy.deepcopy(sub["default"])
+            if name in value:
+                value[name] = _with_defaults(sub, value[name])
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_with_defaults(schema["items"], item) for item in value]
+    return value
+
+
 def _validate_parameters(schema: dict[str, Any] | None, properties: Any, component: str,
                          trait: str | None) -> dict[str, Any]:
     """Apply defaults and validate against the definition's JSON schema; unknown parameters are errors."""
@@ -106,10 +123,7 @@ def _validate_parameters(schema: dict[str, Any] | None, properties: Any, compone
     schema = copy.deepcopy(schema or {"type": "object", "additionalProperties": True})
     schema.setdefault("type", "object")
     schema.setdefault("additionalProperties", False)
-    params = copy.deepcopy(properties)
-    for name, sub in (schema.get("properties") or {}).items():
-        if name not in params and isinstance(sub, dict) and "default" in sub:
-            params[name] = copy.deepcopy(sub["default"])
+    params = _with_defaults(schema, copy.deepcopy(properties))
     try:
         validator = jsonschema.Draft7Validator(schema)
         errors = sorted(validator.iter_errors(params), key=lambda e: list(e.path))
@@ -217,21 +231,43 @@ def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definition
         jinja = schematic["jinja"]
         params = _validate_parameters(jinja.get("parameters"), spec.get("properties"), name, None)
         if jinja.get("refObjects"):
-            return RenderedComponent(name, ctype, {REF_OBJECTS: params}, [], [], list(spec.get("dependsOn") or []))
+            for trait in spec.get("traits") or []:
+                if trait.get("type") not in defs.traits:
+                    raise RenderError("UnknownType", f'unknown trait type "{trait.get("type")}"', name,
+                                      trait.get("type"), "type")
+            return RenderedComponent(name, ctype, {REF_OBJECTS: params}, [], [], list(spec.get("dependsOn") or []),
+                                     pending_spec=spec)
         result = _render_template(definition, jinja.get("template", ""), {"parameter": params, "context": context},
                                   name, None)
     else:
         raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (jinja or kube)', name)
     if "output" not in result:
         raise RenderError("TemplateError", "component template produced no output", name)
-    workload = _finish(result["output"], app, name, "output")
-    outputs = [_finish(o, app, name, f"outputs.{k}") for k, o in (result.get("outputs") or {}).items()]
+    return _with_traits(app, spec, result["output"], list((result.get("outputs") or {}).items()), defs, revision)
+
+
+def complete_ref_objects(app: dict[str, Any], comp: RenderedComponent, objects: list[dict[str, Any]],
+                         defs: Definitions, revision: int) -> RenderedComponent:
+    """Finish a ref-objects component once its objects were read: the first is the workload."""
+    assert comp.pending_spec is not None
+    outputs = [(f"ref-{i}", o) for i, o in enumerate(objects[1:], 1)]
+    return _with_traits(app, comp.pending_spec, objects[0], outputs, defs, revision)
+
+
+def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
+                 defs: Definitions, revision: int) -> RenderedComponent:
+    name = spec.get("name", "")
+    workload = _finish(output, app, name, "output")
+    rendered_outputs = [_finish(o, app, name, f"outputs.{k}") for k, o in outputs]
     trait_types = []
     for trait in spec.get("traits") or []:
         workload, extra = _apply_trait(app, trait, workload, defs, name, revision)
-        outputs.extend(extra)
+        rendered_outputs.extend(extra)
         trait_types.append(trait.get("type", ""))
-    return RenderedComponent(name, ctype, workload, outputs, trait_types, list(spec.get("dependsOn") or []))
+    # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
+    workload = _finish(workload, app, name, "output")
+    return RenderedComponent(name, spec.get("type", ""), workload, rendered_outputs, trait_types,
+                             list(spec.get("dependsOn") or []))
 
 
 def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str, Any], defs: Definitions,

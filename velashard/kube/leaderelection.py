@@ -105,8 +105,16 @@ class LeaderElector:
     def _set_leader(self, leader: bool) -> None:
         self._leader = leader
         self._gauge.set(1 if leader else 0)
+        if leader:
+            # Starting may wait for caches to sync; renewing the lease must not wait for it.
+            threading.Thread(target=self._callback, args=(self.on_started,), name=f"leader-start-{self.name}",
+                             daemon=True).start()
+        else:
+            self._callback(self.on_stopped)
+
+    def _callback(self, func: Callable[[], None]) -> None:
         try:
-            (self.on_started if leader else self.on_stopped)()
+            func()
         except Exception:
             log.exception("leadership callback failed", extra=fields(lease=self.name))
 

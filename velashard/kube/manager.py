@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -95,9 +96,16 @@ class Manager:
             informers = list(self._informers.values())
         for informer in informers:
             informer.start()
+        deadline = time.monotonic() + self._sync_timeout
         for informer in informers:
-            if not informer.wait_for_sync(self._sync_timeout):
-                log.error("informer did not sync", extra=fields(resource=informer.name))
+            while not informer.wait_for_sync(0.2):  # short waits so that SIGTERM is never held up
+                if self._stop.is_set():
+                    return
+                if time.monotonic() > deadline:
+                    log.error("informer did not sync; is its CRD installed?", extra=fields(resource=informer.name))
+                    break
+        if self._stop.is_set():
+            return
         for controller in self._controllers:
             controller.start()
         for start, _ in self._runnables:

@@ -1,0 +1,188 @@
+"""The Application controller end to end against the embedded API server with simulated workloads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.core.controller import ApplicationController, Options
+from velashard.core.install import install
+from velashard.devcluster.server import APIServer
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.manager import Manager
+from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SERVICES
+from tests.integration.helpers import eventually
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path_factory.mktemp("app") / "kubeconfig"))
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    install(kube)
+    manager = Manager(kube, "master")
+    ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
+    thread.start()
+    yield server, kube
+    stop.set()
+    thread.join(15)
+    server.stop()
+
+
+@pytest.fixture
+def ns(cluster, request):
+    _, kube = cluster
+    name = "app-" + request.node.name.replace("_", "-")[5:40].strip("-")
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
+
+
+def application(name: str, ns: str, components: list[dict], **spec) -> dict:
+    return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"components": components, **spec}}
+
+
+def webservice(image: str = "nginx:1.25", traits: list | None = None, name: str = "web") -> dict:
+    return {"name": name, "type": "webservice", "properties": {"image": image, "ports": [{"port": 80}]},
+            "traits": traits or []}
+
+
+def app_status(kube, name, ns) -> dict:
+    return kube.get(APPLICATIONS, name, ns).get("status") or {}
+
+
+def wait_phase(kube, name, ns, phase, timeout=20.0) -> dict:
+    return eventually(lambda: (lambda s: s if s.get("status") == phase else None)(app_status(kube, name, ns)),
+                      timeout=timeout)
+
+
+def missing(kube, res, name, ns) -> bool:
+    try:
+        kube.get(res, name, ns)
+    except errors.NotFound:
+        return True
+    return False
+
+
+def test_webservice_with_scaler_and_expose_lifecycle(cluster, ns):
+    _, kube = cluster
+    kube.create(APPLICATIONS, application("demo", ns, [webservice(traits=[
+        {"type": "scaler", "properties": {"replicas": 3}}, {"type": "expose", "properties": {"port": [8080]}}])]))
+    status = wait_phase(kube, "demo", ns, "running")
+    assert status["services"][0]["healthy"] is True
+    assert status["latestRevision"]["revision"] == 1
+    deploy = kube.get(DEPLOYMENTS, "web", ns)
+    assert deploy["spec"]["replicas"] == 3
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.25"
+    assert deploy["metadata"]["labels"][labels.APP_NAME] == "demo"
+    assert deploy["metadata"]["labels"][labels.APP_COMPONENT] == "web"
+    svc = kube.get(SERVICES, "web", ns)
+    assert svc["spec"]["ports"][0]["port"] == 8080
+    revision = kube.get(APPLICATION_REVISIONS, "demo-v1", ns)
+    assert revision["metadata"]["labels"] == {labels.APP_NAME: "demo", labels.APP_NAMESPACE: ns}
+    assert revision["metadata"]["ownerReferences"][0]["name"] == "demo"
+    tracker = kube.get(RESOURCE_TRACKERS, f"demo-{ns}")
+    assert {(r["kind"], r["name"]) for r in tracker["spec"]["managedResources"]} == {("Deployment", "web"),
+                                                                                     ("Service", "web")}
+
+    # Edit: new image, expose removed -> revision 2, Deployment updated, Service garbage-collected.
+    app = kube.get(APPLICATIONS, "demo", ns)
+    app["spec"]["components"] = [webservice(image="nginx:1.26", traits=[{"type": "scaler",
+                                                                          "properties": {"replicas": 3}}])]
+    kube.update(APPLICATIONS, app)
+    eventually(lambda: app_status(kube, "demo", ns).get("latestRevision", {}).get("revision") == 2)
+    eventually(lambda: missing(kube, SERVICES, "web", ns))
+    assert kube.get(DEPLOYMENTS, "web", ns)["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26"
+    wait_phase(kube, "demo", ns, "running")
+
+    # A deleted managed Deployment comes back.
+    kube.delete(DEPLOYMENTS, "web", ns)
+    eventually(lambda: not missing(kube, DEPLOYMENTS, "web", ns))
+
+    # Fields set by others survive re-applies.
+    kube.patch(DEPLOYMENTS, "web", {"metadata": {"annotations": {"someone/else": "x"}}}, ns)
+    kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated", "namespace": ns}})
+    kube.delete(APPLICATIONS, "demo", ns)
+    eventually(lambda: missing(kube, APPLICATIONS, "demo", ns))
+    assert missing(kube, DEPLOYMENTS, "web", ns)
+    assert missing(kube, RESOURCE_TRACKERS, f"demo-{ns}", None)
+    assert missing(kube, APPLICATION_REVISIONS, "demo-v1", ns) and missing(kube, APPLICATION_REVISIONS, "demo-v2", ns)
+    assert not missing(kube, CONFIGMAPS, "unrelated", ns)  # nothing else is deleted
+
+
+def test_errors_become_conditions(cluster, ns):
+    _, kube = cluster
+    kube.create(APPLICATIONS, application("unknown", ns, [{"name": "x", "type": "no-such-type"}]))
+    kube.create(APPLICATIONS, application("badparam", ns, [{"name": "x", "type": "webservice",
+                                                            "properties": {"image": 5}}]))
+    kube.create(APPLICATIONS, application("badtrait", ns, [webservice(traits=[{"type": "scaler",
+                                                                                "properties": {"replicas": "x"}}])]))
+    for name, reason, fragment in [("unknown", "UnknownType", 'unknown component type "no-such-type"'),
+                                   ("badparam", "InvalidParameter", 'parameter "image"'),
+                                   ("badtrait", "InvalidParameter", 'trait "scaler": parameter "replicas"')]:
+        status = wait_phase(kube, name, ns, "rendering")
+        rendered = next(c for c in status["conditions"] if c["type"] == "Rendered")
+        assert rendered["status"] == "False" and rendered["reason"] == reason and fragment in rendered["message"]
+
+
+def test_resource_owned_by_another_app_is_not_adopted(cluster, ns):
+    _, kube = cluster
+    kube.create(APPLICATIONS, application("first", ns, [webservice(name="shared")]))
+    wait_phase(kube, "first", ns, "running")
+    kube.create(APPLICATIONS, application("second", ns, [webservice(name="shared", image="evil:1")]))
+    status = wait_phase(kube, "second", ns, "workflowFailed")
+    assert "owned by application" in status["workflow"]["message"]
+    deploy = kube.get(DEPLOYMENTS, "shared", ns)
+    assert deploy["metadata"]["labels"][labels.APP_NAME] == "first"
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.25"
+    kube.delete(APPLICATIONS, "second", ns)
+    eventually(lambda: missing(kube, APPLICATIONS, "second", ns))
+    assert not missing(kube, DEPLOYMENTS, "shared", ns)  # never deletes another app's resource
+
+
+def test_ref_objects_clone_a_deployment_with_traits(cluster, ns):
+    _, kube = cluster
+    kube.create(DEPLOYMENTS, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+        "name": "vela-core", "namespace": ns, "labels": {"app.kubernetes.io/name": "vela-core",
+                                                          "controller.core.oam.dev/shard-id": "master"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "vela-core"}},
+                 "template": {"metadata": {"labels": {"app.kubernetes.io/name": "vela-core"}},
+                              "spec": {"containers": [{"name": "vela-core", "image": "velashard:dev",
+                                                       "args": ["--enable-sharding", "--schedulable-shards="]}]}}}})
+    kube.create(APPLICATIONS, application("shards", ns, [{
+        "name": "shard-0", "type": "ref-objects",
+        "properties": {"objects": [{"resource": "deployments", "group": "apps", "name": "vela-core"}]},
+        "traits": [
+            {"type": "command", "properties": {"containerName": "vela-core", "delArgs": ["--schedulable-shards="],
+                                               "addArgs": ["--shard-id=shard-0"]}},
+            {"type": "json-merge-patch", "properties": {"metadata": {
+                "name": "vela-core-shard-0", "labels": {"controller.core.oam.dev/shard-id": "shard-0"}}}},
+            {"type": "json-patch", "properties": {"operations": [
+                {"op": "replace", "path": "/spec/replicas", "value": 2}]}}]}]))
+    wait_phase(kube, "shards", ns, "running")
+    clone = kube.get(DEPLOYMENTS, "vela-core-shard-0", ns)
+    assert clone["spec"]["template"]["spec"]["containers"][0]["args"] == ["--enable-sharding", "--shard-id=shard-0"]
+    assert clone["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "shard-0"
+    assert clone["spec"]["replicas"] == 2
+    assert kube.get(DEPLOYMENTS, "vela-core", ns)["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "master"
+
+
+def test_workflow_depends_on_and_suspend_resume(cluster, ns):
+    _, kube = cluster
+    kube.create(APPLICATIONS, application("flow", ns, [webservice(name="db"), webservice(name="api")], workflow={
+        "steps": [{"name": "db", "type": "apply-component", "properties": {"component": "db"}},
+                  {"name": "approve", "type": "suspend"},
+                  {"name": "api", "type": "apply-component", "properties": {"component": "api"}}]}))
+    status = wait_phase(kube, "flow", ns, "workflowSuspending")
+    assert [s["phase"] for s in status["workflow"]["steps"]] == ["succeeded", "suspending", "pending"]
+    assert missing(kube, DEPLOYMENTS, "api", ns)
+    kube.patch_status(APPLICATIONS, "flow", {"status": {"workflow": {"suspend": False}}}, ns)
+    status = wait_phase(kube, "flow", ns, "running")
+    assert [s["phase"] for s in status["workflow"]["steps"]] == ["succeeded"] * 3
+    assert not missing(kube, DEPLOYMENTS, "api", ns)

@@ -1,0 +1,37 @@
+"""Installing velashard's CRDs and built-in definitions into a cluster, idempotently."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from velashard.apis.oam import COMPONENT_DEFINITIONS, CRDS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
+from velashard.core.builtins import builtin_definitions
+from velashard.kube import errors
+from velashard.kube.apply import upsert
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import CRDS as CRD_RESOURCE
+from velashard.kube.resources import NAMESPACES
+
+
+def _established(crd: dict) -> bool:
+    return any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+def install(client: KubeClient, report: Callable[[str], None] = lambda _line: None, timeout: float = 60.0) -> None:
+    """CRDs first (waiting until they are served), then vela-system and the built-in definitions."""
+    for crd in CRDS:
+        report(f'customresourcedefinition/{crd["metadata"]["name"]} {upsert(client, CRD_RESOURCE, crd)}')
+    deadline = time.monotonic() + timeout
+    for crd in CRDS:
+        while not _established(client.get(CRD_RESOURCE, crd["metadata"]["name"])):
+            if time.monotonic() > deadline:
+                raise errors.ServerError(504, "Timeout", f'CRD {crd["metadata"]["name"]} was not established '
+                                                         f"within {timeout:.0f}s")
+            time.sleep(0.1)
+    report(f"namespace/{SYSTEM_NAMESPACE} " + upsert(client, NAMESPACES, {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}))
+    for definition in builtin_definitions():
+        res = COMPONENT_DEFINITIONS if definition["kind"] == "ComponentDefinition" else TRAIT_DEFINITIONS
+        report(f'{definition["kind"].lower()}/{definition["metadata"]["name"]} {upsert(client, res, definition)}')

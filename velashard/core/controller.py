@@ -15,9 +15,9 @@ from typing import Any
 
 from velashard.apis import labels
 from velashard.apis.oam import (API_VERSION, APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS,
-                                RESOURCE_TRACKERS, TRAIT_DEFINITIONS)
+                                RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core import ownership
-from velashard.core.health import resource_health
+from velashard.core.health import policy_health, resource_health
 from velashard.core.rendering import (REF_OBJECTS, Definitions, RenderedApp, RenderedComponent, RenderError,
                                       complete_ref_objects, render_app)
 from velashard.core.revision import app_hash, revision_name, revisions_to_prune
@@ -104,8 +104,10 @@ class ApplicationController:
         self.controller = Controller("application", self.reconcile, options.workers)
         self.controller.watch(self.apps, predicate=_app_changed)
         self.controller.watch(self.revisions, to_keys=_app_key, predicate=lambda old, new: old is None)
+        self.managed: dict[Resource, Any] = {}
         for res in MANAGED_KINDS:
             informer = manager.informer(res, label_selector=labels.APP_NAME)
+            self.managed[res] = informer
             self.controller.watch(informer, to_keys=lambda obj: self._own_app_keys(obj))
         for informer in (self.component_defs, self.trait_defs):
             self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys())
@@ -142,13 +144,15 @@ class ApplicationController:
         digest = app_hash(spec, defs.fingerprint())
         latest = status.get("latestRevision") or {}
         revision = latest.get("revision", 0) if latest.get("revisionHash") == digest else \
-            self._next_revision_number(app)
+            self._revision_number(app, digest)
         unsupported = [p.get("type") for p in spec.get("policies") or []
-                       if p.get("type") not in POLICY_TYPES_SUPPORTED]
+                       if p.get("type") not in POLICY_TYPES_SUPPORTED or p.get("type") == "topology"
+                       and (p.get("properties") or {}).get("clusters", ["local"]) != ["local"]]
         if unsupported:
             conditions.append(_condition("PoliciesSupported", False, "UnsupportedPolicy",
                                          f'policies of type {", ".join(sorted(map(str, unsupported)))} are kept but '
-                                         "not supported (no multi-cluster); they have no effect"))
+                                         'not supported (no multi-cluster; topology only with clusters ["local"]); '
+                                         "they have no effect"))
         step_problem = validate_steps(spec)
         try:
             if step_problem:
@@ -250,9 +254,13 @@ class ApplicationController:
 
     # --- pieces ----------------------------------------------------------------------------------
 
-    def _next_revision_number(self, app: dict[str, Any]) -> int:
+    def _revision_number(self, app: dict[str, Any], digest: str) -> int:
+        """The revision recorded for `digest` (a status write may have failed after recording it), else the next."""
         existing = [r for r in self.revisions.store.by_index("app", app["metadata"]["name"])
                     if r["metadata"].get("namespace") == app["metadata"]["namespace"]]
+        for rev in existing:
+            if (rev.get("spec") or {}).get("hash") == digest:
+                return int(rev["spec"]["revision"])
         latest = (app.get("status") or {}).get("latestRevision", {}).get("revision", 0)
         return max([latest] + [(r.get("spec") or {}).get("revision", 0) for r in existing]) + 1
 
@@ -312,6 +320,18 @@ class ApplicationController:
             return self.client.update(RESOURCE_TRACKERS, tracker)
         return self.client.create(RESOURCE_TRACKERS, tracker)
 
+    def _live(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        """The live object: from the cache for managed kinds we watch, else from the API."""
+        informer = self.managed.get(res)
+        if informer is not None and informer.has_synced():
+            cached = informer.store.get_by(namespace, name)
+            if cached is not None:
+                return cached
+        try:
+            return self.client.get(res, name, namespace)
+        except errors.NotFound:
+            return None
+
     def _resource(self, obj: dict[str, Any]) -> Resource:
         return self.discovery.for_kind(obj["apiVersion"], obj["kind"])
 
@@ -327,10 +347,7 @@ class ApplicationController:
             namespace = meta.get("namespace") if res.namespaced else None
             if not res.namespaced:
                 meta.pop("namespace", None)
-            try:
-                live = self.client.get(res, meta["name"], namespace)
-            except errors.NotFound:
-                live = None
+            live = self._live(res, meta["name"], namespace)
             other = ownership.conflicting_owner(live, app["metadata"]["namespace"], app["metadata"]["name"])
             if other is not None:
                 message = (f'component "{comp.name}": {desired["kind"]} {meta.get("namespace", "")}/{meta["name"]} '
@@ -339,8 +356,17 @@ class ApplicationController:
                 return message
             try:
                 if live is None:
-                    self.client.create(res, ownership.with_last_applied(desired))
-                else:
+                    try:
+                        self.client.create(res, ownership.with_last_applied(desired))
+                        continue
+                    except errors.AlreadyExists:
+                        live = self.client.get(res, meta["name"], namespace)  # the cache lagged behind
+                        other = ownership.conflicting_owner(live, app["metadata"]["namespace"],
+                                                            app["metadata"]["name"])
+                        if other is not None:
+                            return (f'component "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '
+                                    f"application {other[0]}/{other[1]}; not adopting it")
+                if live is not None:
                     merged = ownership.merged_for_update(desired, live)
                     if ownership.needs_update(merged, live):
                         self.client.update(res, merged)
@@ -355,14 +381,19 @@ class ApplicationController:
     def _health(self, comp: RenderedComponent) -> tuple[bool, str]:
         messages = []
         healthy = True
+        policy = ((self.component_defs.store.get_by(SYSTEM_NAMESPACE, comp.type) or {}).get("spec") or {}).get(
+            "status", {}).get("healthPolicy")
         for obj in comp.objects:
             try:
                 res = self._resource(obj)
-                live = self.client.get(res, obj["metadata"]["name"], obj["metadata"].get("namespace")
-                                       if res.namespaced else None)
+                live = self._live(res, obj["metadata"]["name"], obj["metadata"].get("namespace")
+                                  if res.namespaced else None)
             except errors.NotFound:
                 live = None
-            ok, message = resource_health(live)
+            if obj is comp.workload and policy and live is not None:
+                ok, message = policy_health(policy, live)
+            else:
+                ok, message = resource_health(live)
             healthy = healthy and ok
             if obj is comp.workload or not ok:
                 messages.append(message)

@@ -186,3 +186,34 @@ def test_workflow_depends_on_and_suspend_resume(cluster, ns):
     status = wait_phase(kube, "flow", ns, "running")
     assert [s["phase"] for s in status["workflow"]["steps"]] == ["succeeded"] * 3
     assert not missing(kube, DEPLOYMENTS, "api", ns)
+
+
+def test_install_is_idempotent(cluster):
+    _, kube = cluster
+    lines: list[str] = []
+    install(kube, report=lines.append)
+    assert lines and all(line.endswith(" unchanged") for line in lines), lines
+
+
+def test_resume_cli_and_kubectl_columns(cluster, ns, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    server, kube = cluster
+    kube.create(APPLICATIONS, application("gate", ns, [webservice(name="svc")], workflow={
+        "steps": [{"name": "hold", "type": "suspend"}, {"name": "go", "type": "deploy"}]}))
+    wait_phase(kube, "gate", ns, "workflowSuspending")
+    out = subprocess.run([sys.executable, "-m", "velashard.cli.main", "resume", "gate", "-n", ns, "--kubeconfig",
+                          server.kubeconfig], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "resumed" in out.stdout
+    wait_phase(kube, "gate", ns, "running")
+    missing_app = subprocess.run([sys.executable, "-m", "velashard.cli.main", "resume", "nope", "-n", ns,
+                                  "--kubeconfig", server.kubeconfig], capture_output=True, text=True, timeout=60)
+    assert missing_app.returncode == 2 and "not found" in missing_app.stderr
+    if shutil.which("kubectl"):
+        table = subprocess.run(["kubectl", "--kubeconfig", server.kubeconfig, "--cache-dir", str(tmp_path), "get",
+                                "app", "-n", ns], capture_output=True, text=True, timeout=60).stdout
+        header, row = table.splitlines()[:2]
+        assert header.split() == ["NAME", "COMPONENT", "TYPE", "PHASE", "HEALTHY", "STATUS", "AGE"]
+        assert row.split()[:5] == ["gate", "svc", "webservice", "running", "true"]

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from velashard.cli.main import UsageError
+from velashard.cli.usage import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

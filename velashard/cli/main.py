@@ -12,6 +12,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from velashard.cli.usage import UsageError
+
 # subcommand name -> (module, one-line help); modules are imported lazily so that
 # `velashard --help` stays fast and a broken optional subcommand cannot break the others.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -19,10 +21,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
 }
-
-
-class UsageError(Exception):
-    """A bad flag or argument: reported on stderr with exit code 2."""
 
 
 def _subcommand_parser(name: str) -> tuple[argparse.ArgumentParser, object]:

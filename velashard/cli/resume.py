@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from velashard.apis.oam import APPLICATIONS
-from velashard.cli.main import UsageError
+from velashard.cli.usage import UsageError
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 

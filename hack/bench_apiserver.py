@@ -28,9 +28,9 @@ CLIENT_THREADS = 4
 WATCHERS = 8
 
 
-def start_server() -> tuple[subprocess.Popen, str, int]:
+def start_server(extra: list[str] | None = None) -> tuple[subprocess.Popen, str, int]:
     proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "apiserver", "--port", "0",
-                             "--watch-history", "200000"], stdout=subprocess.PIPE, text=True)
+                             "--watch-history", "200000", *(extra or [])], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()  # "velashard apiserver listening on http://HOST:PORT"
     host, port = line.rsplit("//", 1)[1].split(":")
     return proc, host, int(port)

@@ -14,7 +14,7 @@ from velashard.devcluster.server import APIServer
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
-from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SERVICES
+from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
 from tests.integration.helpers import eventually
 
 
@@ -217,3 +217,32 @@ def test_resume_cli_and_kubectl_columns(cluster, ns, tmp_path):
         header, row = table.splitlines()[:2]
         assert header.split() == ["NAME", "COMPONENT", "TYPE", "PHASE", "HEALTHY", "STATUS", "AGE"]
         assert row.split()[:5] == ["gate", "svc", "webservice", "running", "true"]
+
+
+def test_depends_on_override_policy_and_revision_limit(cluster, ns):
+    _, kube = cluster
+    db = {"name": "db", "type": "task", "properties": {"image": "busybox"}}
+    api = {**webservice(name="api"), "dependsOn": ["db"]}
+    kube.create(APPLICATIONS, application("stack", ns, [api, db], policies=[
+        {"name": "prod", "type": "override", "properties": {"components": [
+            {"name": "api", "properties": {"image": "nginx:prod"},
+             "traits": [{"type": "scaler", "properties": {"replicas": 2}}]}]}},
+        {"name": "where", "type": "topology", "properties": {"clusters": ["local"]}},
+        {"name": "gc", "type": "garbage-collect"}]))
+    status = wait_phase(kube, "stack", ns, "running")
+    deploy = kube.get(DEPLOYMENTS, "api", ns)
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:prod"
+    assert deploy["spec"]["replicas"] == 2
+    job = kube.get(JOBS, "db", ns)
+    # The dependent was created only after what it depends on had completed.
+    assert job["metadata"]["creationTimestamp"] <= deploy["metadata"]["creationTimestamp"]
+    unsupported = next(c for c in status["conditions"] if c["type"] == "PoliciesSupported")
+    assert unsupported["status"] == "False"
+    assert unsupported["message"].startswith("policies of type garbage-collect are kept but not supported")
+    for i in range(12):  # twelve edits: only the newest ten revisions are kept
+        kube.patch(APPLICATIONS, "stack", {"metadata": {"annotations": {"edit": str(i)}},
+                                           "spec": {"components": [api, {**db, "properties": {
+                                               "image": f"busybox:{i}"}}]}}, ns)
+        eventually(lambda i=i: app_status(kube, "stack", ns).get("latestRevision", {}).get("revision") == i + 2)
+    revisions = kube.list(APPLICATION_REVISIONS, ns, label_selector=f"{labels.APP_NAME}=stack")["items"]
+    assert sorted(r["spec"]["revision"] for r in revisions) == list(range(4, 14))

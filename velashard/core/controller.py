@@ -281,9 +281,10 @@ class ApplicationController:
             self.client.create(APPLICATION_REVISIONS, body)
         except errors.AlreadyExists:
             pass  # written by an earlier attempt of this same reconcile
-        existing = [r for r in self.revisions.store.by_index("app", meta["name"])
-                    if r["metadata"].get("namespace") == meta["namespace"]] + [body]
-        for old in revisions_to_prune(existing, self.options.revision_limit, keep=name):
+        existing = {r["metadata"]["name"]: r for r in self.revisions.store.by_index("app", meta["name"])
+                    if r["metadata"].get("namespace") == meta["namespace"]}
+        existing[name] = body  # the cache may or may not have seen it yet
+        for old in revisions_to_prune(list(existing.values()), self.options.revision_limit, keep=name):
             try:
                 self.client.delete(APPLICATION_REVISIONS, old, meta["namespace"])
             except errors.NotFound:

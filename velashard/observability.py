@@ -30,6 +30,12 @@ INFORMER_OBJECTS = Gauge("velashard_informer_objects", "Objects held in an infor
                          registry=REGISTRY)
 KUBE_REQUESTS = Counter("velashard_kube_requests_total", "Requests to the Kubernetes API by verb and HTTP code",
                         ["verb", "code"], registry=REGISTRY)
+SHARDS_AVAILABLE = Gauge("velashard_shards_available", "Shards the master may schedule applications to",
+                         registry=REGISTRY)
+SCHEDULE_TOTAL = Counter("velashard_schedule_total", "Scheduling decisions by strategy and result",
+                         ["strategy", "result"], registry=REGISTRY)
+RESCHEDULE_TOTAL = Counter("velashard_reschedule_total", "Applications moved between shards, by reason",
+                           ["reason"], registry=REGISTRY)
 LEADER = Gauge("velashard_leader", "1 while this process holds its shard's lease", ["lease"], registry=REGISTRY)
 
 

@@ -11,12 +11,17 @@ import sys
 import threading
 import uuid
 
+from velashard.apis import labels
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.devcluster.validation import is_valid_label_value
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.manager import LeaderElectionConfig, Manager
 from velashard.observability import fields, parse_addr, setup_logging
+from velashard.sharding.discovery import ShardDiscovery
+from velashard.sharding.loads import LoadReporter
+from velashard.sharding.scheduler import BackgroundScheduler
+from velashard.sharding.strategies import Scheduler
 
 log = logging.getLogger("velashard.manager")
 
@@ -41,6 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-period", type=float, default=2.0)
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address (default :8080)")
     p.add_argument("--health-addr", default=":9440", help="/healthz and /readyz address (default :9440)")
+    p.add_argument("--enable-sharding", action="store_true",
+                   help="run as a shard: the master (--shard-id=master) or a slave (any other id)")
+    p.add_argument("--schedulable-shards", default=None,
+                   help="comma-separated shard ids to schedule to, instead of discovering ready shard pods")
+    p.add_argument("--sharding-slave-discovery-resync-period", type=float, default=300.0,
+                   help="seconds between full re-reads of the shard pods (default 300)")
+    p.add_argument("--shard-scheduler", default="round-robin",
+                   choices=["round-robin", "random", "consistent-hash", "least-loaded"])
+    p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "vela-system"),
+                   help="the controller's runtime namespace: shard pods and load reports live here")
+    p.add_argument("--reschedule-period", type=float, default=30.0,
+                   help="seconds between background scheduling passes (default 30)")
+    p.add_argument("--orphan-grace-period", type=float, default=60.0,
+                   help="seconds a shard may be unavailable before its apps move (default 60)")
+    p.add_argument("--feature-gates", default="",
+                   help="comma-separated Gate=true|false (DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
     p.add_argument("--application-revision-limit", type=int, default=10,
                    help="ApplicationRevisions kept per application (default 10)")
     p.add_argument("--state-keep-interval", type=float, default=60.0,
@@ -48,6 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
+
+
+FEATURE_GATES = ("DisableWebhookAutoSchedule", "ValidateComponentWhenSharding")
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    gates = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if name not in FEATURE_GATES or not sep or value.lower() not in ("true", "false"):
+            raise ValueError(f"{item!r}: expected one of {', '.join(FEATURE_GATES)} =true|false")
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 def lease_name(prefix: str, shard_id: str) -> str:
@@ -66,6 +100,16 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("--concurrent-reconciles must be at least 1")
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
+    try:
+        parse_feature_gates(args.feature_gates)
+    except ValueError as err:
+        parser.error(f"--feature-gates {err}")
+    if args.schedulable_shards is not None:
+        for shard in filter(None, args.schedulable_shards.split(",")):
+            if is_valid_label_value(shard):
+                parser.error(f"--schedulable-shards: {shard!r} is not a valid shard id")
+    if args.reschedule_period <= 0 or args.orphan_grace_period < 0:
+        parser.error("--reschedule-period must be > 0 and --orphan-grace-period >= 0")
     for flag in ("metrics_addr", "health_addr"):
         value = getattr(args, flag)
         if value:
@@ -73,6 +117,27 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
                 parse_addr(value)
             except ValueError as err:
                 parser.error(f"--{flag.replace('_', '-')}: {err}")
+
+
+def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Namespace) -> None:
+    """Without sharding one process serves every app; a slave runs only the Application controller for its
+    shard; the master also discovers shards and schedules apps in the background."""
+    selector = f"{labels.SCHEDULED_SHARD_ID}={args.shard_id}" if args.enable_sharding else None
+    apps = ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
+                                                     revision_limit=args.application_revision_limit,
+                                                     state_keep_interval=args.state_keep_interval,
+                                                     shard_selector=selector))
+    if not args.enable_sharding:
+        return
+    reporter = LoadReporter(client, args.namespace, args.shard_id, lambda: len(apps.apps.store))
+    manager.add_runnable(reporter.start, reporter.stop)
+    if args.shard_id != labels.MASTER_SHARD_ID:
+        return
+    static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
+    discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
+    background = BackgroundScheduler(client, discovery, Scheduler(args.shard_scheduler), args.namespace,
+                                     args.reschedule_period, args.orphan_grace_period)
+    manager.add_runnable(background.start, background.stop)
 
 
 def main(argv: list[str]) -> int:
@@ -97,9 +162,7 @@ def main(argv: list[str]) -> int:
     except OSError as err:
         print(f"velashard: cannot listen: {err}", file=sys.stderr)
         return 2
-    ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
-                                              revision_limit=args.application_revision_limit,
-                                              state_keep_interval=args.state_keep_interval))
+    setup_controllers(manager, client, args)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -47,6 +47,10 @@ class Options:
     shard_selector: str | None = None  # label selector restricting apps, revisions and trackers
 
 
+class MovedAway(Exception):
+    """The app's dependents were relabelled for another shard: this shard must stop acting on it."""
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -123,6 +127,13 @@ class ApplicationController:
     # --- reconcile -------------------------------------------------------------------------------
 
     def reconcile(self, key: str) -> Result:
+        try:
+            return self._reconcile(key)
+        except MovedAway as err:
+            log.info("application is moving to another shard; letting go", extra=fields(key=key, why=str(err)))
+            return DONE
+
+    def _reconcile(self, key: str) -> Result:
         app = self.apps.store.get(key)
         if app is None:
             return DONE
@@ -304,10 +315,16 @@ class ApplicationController:
         if cached is not None:
             return copy.deepcopy(cached)
         try:
-            return self.client.get(RESOURCE_TRACKERS, name)
+            tracker = self.client.get(RESOURCE_TRACKERS, name)
         except errors.NotFound:
             return {"apiVersion": API_VERSION, "kind": "ResourceTracker",
                     "metadata": {"name": name, "labels": self._labels_for(app)}, "spec": {"managedResources": []}}
+        mine = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        theirs = (tracker["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        if self.options.shard_selector and theirs != mine:
+            # Not in our label-selected cache and labelled for another shard: the app is moving there.
+            raise MovedAway(f"tracker {name} belongs to shard {theirs}")
+        return tracker
 
     def _save_tracker(self, app: dict[str, Any], tracker: dict[str, Any],
                       refs: dict[tuple[str, str, str, str], dict[str, Any]]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ log = logging.getLogger("velashard.devcluster.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 ADMIN_TOKEN = "admin"
-_VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+_VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 class _Route:
@@ -215,7 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         started = time.monotonic()
         self._code = 0
-        self._audit: dict[str, Any] = {"verb": self.command.lower(), "resource": "", "subresource": "",
+        self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
+                                       "resource": "", "subresource": "",
                                        "namespace": "", "name": "", "apiGroup": ""}
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}

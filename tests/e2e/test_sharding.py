@@ -1,0 +1,144 @@
+"""Sharding end to end: a master and two slaves as separate processes against the embedded API server.
+
+Shard pods are Pod objects whose Ready condition the test sets, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.core.install import install
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import NAMESPACES, PODS
+from tests.e2e.test_manager_process import free_port
+from tests.integration.helpers import eventually
+
+RUNTIME_NS = "vela-system"
+
+
+def shard_pod(kube: KubeClient, shard: str, ready: bool) -> None:
+    name = f"vela-core-{shard}"
+    try:
+        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": RUNTIME_NS,
+            "labels": {labels.POD_NAME_LABEL: labels.POD_NAME_VALUE, labels.SHARD_ID: shard}},
+            "spec": {"containers": [{"name": "vela-core", "image": "velashard"}]}})
+    except Exception:
+        pass
+    kube.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}]}}, RUNTIME_NS)
+
+
+@pytest.fixture(scope="module")
+def sharded(make_module_apiserver):
+    server = make_module_apiserver
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    install(kube)
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+    procs: dict[str, subprocess.Popen] = {}
+    metrics: dict[str, int] = {}
+
+    def start(shard: str, *extra: str) -> None:
+        metrics[shard] = free_port()
+        procs[shard] = subprocess.Popen(
+            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", server.kubeconfig, "--enable-sharding",
+             "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", f"127.0.0.1:{metrics[shard]}",
+             "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    start("master", "--reschedule-period", "1", "--orphan-grace-period", "3")
+    start("shard-a")
+    start("shard-b")
+    shard_pod(kube, "master", True)
+    shard_pod(kube, "shard-a", True)
+    shard_pod(kube, "shard-b", True)
+    yield server, kube, metrics
+    for proc in procs.values():
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs.values():
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def make_module_apiserver(tmp_path_factory):
+    from velashard.devcluster.server import APIServer
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path_factory.mktemp("sharding") / "kubeconfig"))
+    yield server
+    server.stop()
+
+
+def app(name: str) -> dict:
+    return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": name, "namespace": "apps"},
+            "spec": {"components": [{"name": name, "type": "worker", "properties": {"image": "busybox"}}]}}
+
+
+def shard_of(obj: dict) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+
+
+def all_running(kube: KubeClient, count: int) -> list[dict]:
+    items = kube.list(APPLICATIONS, "apps")["items"]
+    return items if len(items) == count and all((a.get("status") or {}).get("status") == "running"
+                                                and shard_of(a) for a in items) else []
+
+
+def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sharded):
+    server, kube, metrics = sharded
+    since = server.audit.since(0)["lastSeq"]
+    for i in range(20):
+        kube.create(APPLICATIONS, app(f"app-{i}"))
+    items = eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    counts = Counter(shard_of(a) for a in items)
+    assert set(counts) == {"shard-a", "shard-b"} and counts["shard-a"] == counts["shard-b"] == 10  # round-robin
+    owner = {a["metadata"]["name"]: shard_of(a) for a in items}
+    writers: dict[str, set[str]] = {}
+    for record in server.audit.since(since)["items"]:
+        if record["resource"] == "applications" and record["subresource"] == "status" and record["verb"] == "update":
+            agent = record["userAgent"]
+            shard = agent.split("shard=")[1].rstrip(")") if "shard=" in agent else agent
+            writers.setdefault(record["name"], set()).add(shard)
+    assert writers and all(writers[name] == {owner[name]} for name in writers), writers
+    for a in items:
+        rev = kube.get(APPLICATION_REVISIONS, f'{a["metadata"]["name"]}-v1', "apps")
+        assert shard_of(rev) == shard_of(a)
+    # Each slave's cache holds only its own applications.
+    for shard in ("shard-a", "shard-b"):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics[shard]}/metrics", timeout=5).read().decode()
+        line = next(l for l in text.splitlines() if l.startswith("velashard_informer_objects{")
+                    and "applications.core.oam.dev" in l)
+        assert float(line.rsplit(" ", 1)[1]) == counts[shard], line
+
+
+def test_a_shard_turning_not_ready_moves_its_apps_with_revisions_and_trackers(sharded):
+    server, kube, _ = sharded
+    eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    before = {a["metadata"]["name"]: shard_of(a) for a in kube.list(APPLICATIONS, "apps")["items"]}
+    shard_pod(kube, "shard-a", False)
+    started = time.monotonic()
+
+    def moved() -> list[dict]:
+        items = all_running(kube, 20)
+        return items if items and all(shard_of(a) == "shard-b" for a in items) else []
+
+    items = eventually(moved, timeout=60, interval=0.5)
+    assert time.monotonic() - started >= 2.5  # not before the grace period
+    for a in items:
+        name = a["metadata"]["name"]
+        if before[name] == "shard-a":
+            revisions = kube.list(APPLICATION_REVISIONS, "apps", label_selector=f"{labels.APP_NAME}={name}")["items"]
+            assert revisions and all(shard_of(r) == "shard-b" for r in revisions)
+            assert shard_of(kube.get(RESOURCE_TRACKERS, f"{name}-apps")) == "shard-b"
+    shard_pod(kube, "shard-a", True)

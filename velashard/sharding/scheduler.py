@@ -1,0 +1,117 @@
+"""The master's background scheduler: schedule unscheduled apps, move apps off shards gone too long.
+
+It only ever lists label-selected subsets of Applications: those without a shard label, and those
+whose shard label names no available shard.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATIONS
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import LEASES, NAMESPACES
+from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
+from velashard.sharding.discovery import ShardDiscovery
+from velashard.sharding.loads import LOAD_LABEL, parse_loads
+from velashard.sharding.move import set_shard
+from velashard.sharding.strategies import Scheduler, pinned_shard
+
+log = logging.getLogger("velashard.sharding.scheduler")
+
+UNSCHEDULED = f"!{labels.SCHEDULED_SHARD_ID}"
+
+
+def orphan_selector(available: list[str]) -> str:
+    """Apps whose shard is neither available nor the master."""
+    keep = ",".join(sorted(set(available) | {labels.MASTER_SHARD_ID}))
+    return f"{labels.SCHEDULED_SHARD_ID},{labels.SCHEDULED_SHARD_ID} notin ({keep})"
+
+
+class BackgroundScheduler:
+    def __init__(self, client: KubeClient, discovery: ShardDiscovery, scheduler: Scheduler, namespace: str,
+                 period: float = 30.0, grace: float = 60.0):
+        self.client = client
+        self.discovery = discovery
+        self.scheduler = scheduler
+        self.namespace = namespace
+        self.period = period
+        self.grace = grace
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._gone_since: dict[str, float] = {}
+        self._thread: threading.Thread | None = None
+        discovery.on_change(lambda _shards: self._wake.set())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="background-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except errors.KubeError as err:
+                log.warning("scheduling pass failed", extra=fields(error=str(err)))
+            self._wake.wait(min(self.period, max(self.grace / 4, 0.5)) if self._gone_since else self.period)
+            self._wake.clear()
+
+    def loads(self) -> dict[str, int]:
+        if self.scheduler.strategy != "least-loaded":
+            return {}
+        leases = self.client.list(LEASES, self.namespace, label_selector=LOAD_LABEL).get("items") or []
+        return parse_loads(leases)
+
+    def run_once(self, now: float | None = None) -> int:
+        """One pass; returns how many apps were (re)scheduled."""
+        now = time.monotonic() if now is None else now
+        available = self.discovery.available()
+        if not available:
+            return 0
+        loads = self.loads()
+        moved = 0
+        unscheduled, _ = self.client.list_all(APPLICATIONS, label_selector=UNSCHEDULED)
+        for app in unscheduled:
+            moved += self._schedule(app, available, loads, "unscheduled")
+        orphans, _ = self.client.list_all(APPLICATIONS, label_selector=orphan_selector(available))
+        gone = {(a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) for a in orphans}
+        for shard in list(self._gone_since):
+            if shard not in gone:
+                del self._gone_since[shard]
+        for shard in gone:
+            self._gone_since.setdefault(shard, now)
+        for app in orphans:
+            shard = app["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
+            if now - self._gone_since[shard] >= self.grace:
+                moved += self._schedule(app, available, loads, "orphaned")
+        return moved
+
+    def _schedule(self, app: dict, available: list[str], loads: dict[str, int], reason: str) -> int:
+        namespace = None
+        try:
+            namespace = self.client.get(NAMESPACES, app["metadata"]["namespace"])
+        except errors.NotFound:
+            pass
+        shard = self.scheduler.pick(app, available, loads, pinned_shard(namespace))
+        if shard is None:
+            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="no-shard").inc()
+            return 0
+        try:
+            set_shard(self.client, app, shard, reason)
+        except (errors.Conflict, errors.NotFound):
+            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="conflict").inc()
+            return 0  # changed meanwhile; the next pass sees its new state
+        SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="scheduled").inc()
+        if reason == "orphaned":
+            RESCHEDULE_TOTAL.labels(reason=reason).inc()
+        return 1

@@ -142,3 +142,87 @@ def test_a_shard_turning_not_ready_moves_its_apps_with_revisions_and_trackers(sh
             assert revisions and all(shard_of(r) == "shard-b" for r in revisions)
             assert shard_of(kube.get(RESOURCE_TRACKERS, f"{name}-apps")) == "shard-b"
     shard_pod(kube, "shard-a", True)
+
+
+def cli(server, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "velashard.cli.main", *args, "--kubeconfig", server.kubeconfig],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_reschedule_cli_moves_app_with_dependents_and_shards_lists_them(sharded):
+    server, kube, _ = sharded
+    items = eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    target = items[0]
+    name, current = target["metadata"]["name"], shard_of(target)
+    other = "shard-a" if current == "shard-b" else "shard-b"
+    refused = cli(server, "reschedule", name, "-n", "apps", "--shard-id", "shard-z")
+    assert refused.returncode == 2 and "unknown" in refused.stderr and "--force" in refused.stderr
+    moved = cli(server, "reschedule", name, "-n", "apps", "--shard-id", other)
+    assert moved.returncode == 0, moved.stderr
+    assert shard_of(kube.get(APPLICATIONS, name, "apps")) == other
+    assert shard_of(kube.get(RESOURCE_TRACKERS, f"{name}-apps")) == other
+    assert all(shard_of(r) == other for r in kube.list(APPLICATION_REVISIONS, "apps",
+                                                       label_selector=f"{labels.APP_NAME}={name}")["items"])
+    eventually(lambda: (kube.get(APPLICATIONS, name, "apps").get("status") or {}).get("status") == "running")
+    table = cli(server, "shards")
+    assert table.returncode == 0
+    rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[1:]}
+    assert rows["shard-a"][-1] == "yes" and rows["master"][-1] == "master"
+    eventually(lambda: cli(server, "shards").stdout.count("ago") >= 2, timeout=20)
+
+
+def test_kubevela_6433_sequence(tmp_path):
+    """App created with sharding off; sharding turned on; app updated: the slave deploys it, nothing recreated."""
+    from velashard.devcluster.server import APIServer
+    from velashard.kube.resources import DEPLOYMENTS
+
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test")
+    procs: list[subprocess.Popen] = []
+
+    def start(*flags: str) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "--kubeconfig", server.kubeconfig,
+                                 "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0", "--health-addr",
+                                 "127.0.0.1:0", *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    try:
+        install(kube)
+        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+        unsharded = start()
+        kube.create(APPLICATIONS, app("legacy"))
+        eventually(lambda: (kube.get(APPLICATIONS, "legacy", "apps").get("status") or {}).get("status") == "running",
+                   timeout=30)
+        deployment_uid = kube.get(DEPLOYMENTS, "legacy", "apps")["metadata"]["uid"]
+        assert shard_of(kube.get(APPLICATION_REVISIONS, "legacy-v1", "apps")) is None
+        unsharded.send_signal(signal.SIGTERM)
+        unsharded.wait(15)
+        start("--enable-sharding", "--shard-id", "master", "--reschedule-period", "1")
+        start("--enable-sharding", "--shard-id", "shard-0")
+        shard_pod(kube, "shard-0", True)
+        current = kube.get(APPLICATIONS, "legacy", "apps")
+        current["spec"]["components"][0]["properties"]["image"] = "busybox:2"
+        kube.update(APPLICATIONS, current)
+
+        def deployed() -> bool:
+            status = kube.get(APPLICATIONS, "legacy", "apps").get("status") or {}
+            return status.get("status") == "running" and status.get("latestRevision", {}).get("revision") == 2
+        eventually(deployed, timeout=60, interval=0.5)
+        assert shard_of(kube.get(APPLICATIONS, "legacy", "apps")) == "shard-0"
+        assert all(shard_of(r) == "shard-0" for r in kube.list(APPLICATION_REVISIONS, "apps")["items"])
+        assert shard_of(kube.get(RESOURCE_TRACKERS, "legacy-apps")) == "shard-0"
+        deploy = kube.get(DEPLOYMENTS, "legacy", "apps")
+        assert deploy["metadata"]["uid"] == deployment_uid  # updated in place, not recreated
+        assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:2"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        server.stop()

@@ -20,6 +20,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
+    "reschedule": ("velashard.cli.reschedule", "move an application to another shard, with its revisions and trackers"),
+    "shards": ("velashard.cli.shards", "list shards: ready pods, leader, apps, heartbeat, availability"),
 }
 
 

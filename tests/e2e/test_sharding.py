@@ -17,8 +17,9 @@ import pytest
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
 from velashard.core.install import install
+from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.resources import NAMESPACES, PODS
+from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, PODS
 from tests.e2e.test_manager_process import free_port
 from tests.integration.helpers import eventually
 
@@ -55,12 +56,16 @@ def sharded(make_module_apiserver):
              "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    start("master", "--reschedule-period", "1", "--orphan-grace-period", "3")
+    webhook_port = free_port()
+    start("master", "--reschedule-period", "1", "--orphan-grace-period", "3", "--webhook-port", str(webhook_port),
+          "--webhook-url", f"https://127.0.0.1:{webhook_port}", "--controller-identity", "admin")
     start("shard-a")
     start("shard-b")
     shard_pod(kube, "master", True)
     shard_pod(kube, "shard-a", True)
     shard_pod(kube, "shard-b", True)
+    eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=30)
+    eventually(webhook_serving(webhook_port), timeout=30)
     yield server, kube, metrics
     for proc in procs.values():
         proc.send_signal(signal.SIGTERM)
@@ -69,6 +74,19 @@ def sharded(make_module_apiserver):
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def webhook_serving(port: int):
+    import ssl
+
+    def check() -> bool:
+        try:
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=2,
+                                   context=ssl._create_unverified_context())
+            return True
+        except OSError:
+            return False
+    return check
 
 
 @pytest.fixture(scope="module")
@@ -226,3 +244,23 @@ def test_kubevela_6433_sequence(tmp_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
         server.stop()
+
+
+def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_path):
+    server, kube, _ = sharded
+    made = kube.create(APPLICATIONS, app("hooked"))
+    shard = shard_of(made)
+    assert shard in ("shard-a", "shard-b")  # scheduled at admission, not later
+    removed = kube.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: None}}}, "apps")
+    assert shard_of(removed) == shard  # a removed label comes back
+    alice = KubeClient.from_kubeconfig(server.write_kubeconfig(str(tmp_path / "alice"), user="alice"),
+                                       shard_id="alice")
+    other = "shard-a" if shard == "shard-b" else "shard-b"
+    with pytest.raises(errors.Forbidden) as err:
+        alice.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: other}}}, "apps")
+    assert err.value.code == 403
+    assert "velashard reschedule hooked -n apps" in err.value.message
+    assert shard_of(kube.get(APPLICATIONS, "hooked", "apps")) == shard
+    steps = kube.create(APPLICATIONS, {**app("stepped"), "spec": {**app("stepped")["spec"], "workflow": {
+        "steps": [{"type": "deploy"}]}}})
+    assert steps["spec"]["workflow"]["steps"][0]["name"] == "deploy-1"  # unnamed steps get a default name

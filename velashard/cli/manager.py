@@ -22,6 +22,7 @@ from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import LoadReporter
 from velashard.sharding.scheduler import BackgroundScheduler
 from velashard.sharding.strategies import Scheduler
+from velashard.webhook.runner import WebhookOptions, WebhookRunner
 
 log = logging.getLogger("velashard.manager")
 
@@ -62,6 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds a shard may be unavailable before its apps move (default 60)")
     p.add_argument("--feature-gates", default="",
                    help="comma-separated Gate=true|false (DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
+    p.add_argument("--webhook-port", type=int, default=9443, help="HTTPS port of the admission webhooks (master)")
+    p.add_argument("--webhook-url", default=None,
+                   help="out of cluster: create the webhook configurations pointing at this https://HOST:PORT")
+    p.add_argument("--webhook-cert-dir", default=None, help="ca.crt, tls.crt and tls.key to serve (default: made "
+                                                            "at start)")
+    p.add_argument("--webhook-service-name", default="velashard-webhook")
+    p.add_argument("--mutating-webhook-configuration-name", default="velashard-mutating")
+    p.add_argument("--validating-webhook-configuration-name", default="velashard-validating")
+    p.add_argument("--validating-failure-policy", choices=["Fail", "Ignore"], default="Fail")
+    p.add_argument("--disable-webhooks", action="store_true", help="master without admission webhooks")
+    p.add_argument("--controller-identity", default=None,
+                   help="the user this controller acts as (default system:serviceaccount:<namespace>:vela-core); "
+                        "it may move applications between shards")
+    p.add_argument("--shard-admin-users", default="", help="comma-separated users who may move applications")
     p.add_argument("--application-revision-limit", type=int, default=10,
                    help="ApplicationRevisions kept per application (default 10)")
     p.add_argument("--state-keep-interval", type=float, default=60.0,
@@ -108,6 +123,10 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         for shard in filter(None, args.schedulable_shards.split(",")):
             if is_valid_label_value(shard):
                 parser.error(f"--schedulable-shards: {shard!r} is not a valid shard id")
+    if args.webhook_url and not args.webhook_url.startswith("https://"):
+        parser.error(f"--webhook-url {args.webhook_url!r}: must be https://HOST:PORT")
+    if not 0 < args.webhook_port < 65536:
+        parser.error("--webhook-port must be between 1 and 65535")
     if args.reschedule_period <= 0 or args.orphan_grace_period < 0:
         parser.error("--reschedule-period must be > 0 and --orphan-grace-period >= 0")
     for flag in ("metrics_addr", "health_addr"):
@@ -138,6 +157,20 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     background = BackgroundScheduler(client, discovery, Scheduler(args.shard_scheduler), args.namespace,
                                      args.reschedule_period, args.orphan_grace_period)
     manager.add_runnable(background.start, background.stop)
+    if args.disable_webhooks:
+        return
+    gates = parse_feature_gates(args.feature_gates)
+    identity = args.controller_identity or f"system:serviceaccount:{args.namespace}:vela-core"
+    webhooks = WebhookRunner(client, WebhookOptions(
+        port=args.webhook_port, namespace=args.namespace, service_name=args.webhook_service_name,
+        mutating_name=args.mutating_webhook_configuration_name,
+        validating_name=args.validating_webhook_configuration_name, url=args.webhook_url,
+        cert_dir=args.webhook_cert_dir, validating_failure_policy=args.validating_failure_policy,
+        schedulable_shards=",".join(static or []), strategy=args.shard_scheduler,
+        privileged_users=tuple([identity] + [u for u in args.shard_admin_users.split(",") if u]),
+        auto_schedule=not gates.get("DisableWebhookAutoSchedule", False), kubeconfig=args.kubeconfig,
+        log_format=args.log_format))
+    manager.add_runnable(webhooks.start, webhooks.stop)
 
 
 def main(argv: list[str]) -> int:

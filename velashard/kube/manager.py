@@ -45,7 +45,7 @@ class Manager:
         self._elector = None
         if leader_election is not None:
             le = leader_election
-            self._elector = LeaderElector(client, le.name, le.namespace, le.identity, self._start_controllers,
+            self._elector = LeaderElector(client, le.name, le.namespace, le.identity, self.start_controllers,
                                           self._leadership_lost, le.lease_duration, le.renew_deadline,
                                           le.retry_period)
         self._probes: list[ProbeServer] = []
@@ -90,7 +90,7 @@ class Manager:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def _start_controllers(self) -> None:
+    def start_controllers(self) -> None:
         with self._lock:
             self._started = True
             informers = list(self._informers.values())
@@ -126,7 +126,7 @@ class Manager:
         if self._elector is not None:
             self._elector.start()
         else:
-            self._start_controllers()
+            self.start_controllers()
         while not stop.wait(0.2):
             if self._stop.is_set():
                 break

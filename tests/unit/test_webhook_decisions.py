@@ -1,0 +1,99 @@
+"""Admission decisions (pure) and the Flask app's handling of malformed reviews."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
+                                         validate)
+from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH, create_app
+
+SHARD = "controller.core.oam.dev/scheduled-shard-id"
+
+
+def request(op="CREATE", labels=None, old_labels=None, user="alice", steps=None):
+    obj = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+           "metadata": {"name": "a", "namespace": "n", **({"labels": labels} if labels is not None else {})},
+           "spec": {"components": [], **({"workflow": {"steps": steps}} if steps else {})}}
+    old = None if old_labels is None else {**obj, "metadata": {"name": "a", "namespace": "n", "labels": old_labels}}
+    return {"uid": "u1", "operation": op, "kind": {"group": "core.oam.dev", "version": "v1beta1",
+                                                    "kind": "Application"},
+            "object": obj, "oldObject": old, "userInfo": {"username": user}}
+
+
+def patch_of(answer):
+    response = answer["response"]
+    return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+
+
+def test_mutate_schedules_inherits_and_names_steps():
+    ctx = MutationContext(pick=lambda app: "shard-1")
+    assert patch_of(mutate(request(), ctx)) == [
+        {"op": "add", "path": "/metadata/labels", "value": {}},
+        {"op": "add", "path": "/metadata/labels/controller.core.oam.dev~1scheduled-shard-id", "value": "shard-1"}]
+    inherited = patch_of(mutate(request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}), ctx))
+    assert inherited[-1]["value"] == "shard-9"
+    assert patch_of(mutate(request(labels={SHARD: "x"}), ctx)) == []
+    named = patch_of(mutate(request(labels={SHARD: "x"}, steps=[{"type": "deploy"}, {"name": "b", "type": "suspend"}]),
+                            ctx))
+    assert named == [{"op": "add", "path": "/spec/workflow/steps/0/name", "value": "deploy-1"}]
+    off = MutationContext(pick=lambda app: "shard-1", auto_schedule=False)
+    assert patch_of(mutate(request(), off)) == []
+    assert patch_of(mutate(request(), MutationContext(pick=lambda app: None))) == []
+
+
+def test_validate_protects_the_shard_label():
+    ctx = ValidationContext(privileged_users={"system:serviceaccount:vela-system:vela-core"})
+    denied = validate(request("UPDATE", labels={SHARD: "b"}, old_labels={SHARD: "a"}), ctx)["response"]
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    assert "velashard reschedule a -n n --shard-id b" in denied["status"]["message"]
+    ok = validate(request("UPDATE", labels={SHARD: "b"}, old_labels={SHARD: "a"},
+                          user="system:serviceaccount:vela-system:vela-core"), ctx)["response"]
+    assert ok["allowed"] is True
+    assert validate(request("UPDATE", labels={SHARD: "a"}, old_labels={}), ctx)["response"]["allowed"] is True
+    checked = ValidationContext(check_components=lambda obj: 'component "x": unknown type')
+    assert validate(request(), checked)["response"]["status"]["code"] == 422
+
+
+@pytest.mark.parametrize("body,fragment", [
+    (b"not json", "not JSON"), (b"[]", "JSON object"), (b'{"kind":"Pod"}', "AdmissionReview"),
+    (b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}', "request is missing"),
+    (b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"x","operation":"EAT"}}',
+     "operation"),
+])
+def test_parse_review_errors(body, fragment):
+    with pytest.raises(ReviewError) as err:
+        parse_review(body)
+    assert fragment in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def http():
+    app = create_app(MutationContext(pick=lambda a: "s"), ValidationContext())
+    return app.test_client()
+
+
+def test_http_answers_and_errors(http):
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request()}
+    ok = http.post(MUTATING_PATH, data=json.dumps(review))
+    assert ok.status_code == 200 and ok.json["response"]["uid"] == "u1"
+    assert http.post(VALIDATING_PATH, data=b"{").status_code == 400
+    assert http.get(MUTATING_PATH).status_code == 405
+    assert http.post("/nope", data=b"{}").status_code == 404
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.binary(max_size=300),
+                 st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                              lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                                  st.sampled_from(["kind", "apiVersion", "request", "uid", "operation", "object",
+                                                   "oldObject", "metadata", "labels", "userInfo", "spec"]),
+                                  inner, max_size=5), max_leaves=20).map(lambda v: json.dumps(v).encode())))
+def test_fuzzed_reviews_never_get_a_5xx(http, body):
+    for path in (MUTATING_PATH, VALIDATING_PATH):
+        assert http.post(path, data=body).status_code in (200, 400)

@@ -1,0 +1,163 @@
+"""The master's side of the webhooks: certificates, webhook configurations, and the server process."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from velashard.apis import labels
+from velashard.kube import errors
+from velashard.kube.apply import upsert
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from velashard.observability import fields
+from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
+from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH
+
+log = logging.getLogger("velashard.webhook.runner")
+
+
+@dataclass
+class WebhookOptions:
+    port: int = 9443
+    namespace: str = "vela-system"
+    service_name: str = "velashard-webhook"
+    mutating_name: str = "velashard-mutating"
+    validating_name: str = "velashard-validating"
+    url: str | None = None  # out of cluster: create configurations pointing here
+    cert_dir: str | None = None
+    validating_failure_policy: str = "Fail"
+    schedulable_shards: str = ""
+    strategy: str = "round-robin"
+    privileged_users: tuple[str, ...] = ()
+    auto_schedule: bool = True
+    kubeconfig: str | None = None
+    log_format: str = "text"
+
+
+def serving_hosts(opts: WebhookOptions) -> list[str]:
+    hosts = ["127.0.0.1", "localhost", f"{opts.service_name}.{opts.namespace}.svc",
+             f"{opts.service_name}.{opts.namespace}.svc.cluster.local"]
+    if opts.url:
+        host = urlsplit(opts.url).hostname
+        if host and host not in hosts:
+            hosts.insert(0, host)
+    return hosts
+
+
+def load_or_make_certificates(opts: WebhookOptions) -> tuple[KeyPair, KeyPair]:
+    """(CA, serving pair): from --webhook-cert-dir (ca.crt, tls.crt, tls.key) if given, else made now."""
+    if opts.cert_dir:
+        def read(name: str) -> bytes:
+            with open(os.path.join(opts.cert_dir or "", name), "rb") as fh:
+                return fh.read()
+        return KeyPair(read("ca.crt"), b""), KeyPair(read("tls.crt"), read("tls.key"))
+    ca = make_ca()
+    return ca, make_serving_cert(ca, serving_hosts(opts))
+
+
+def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The webhook configurations: unscheduled apps only reach the mutating webhook (objectSelector)."""
+    bundle = base64.b64encode(ca_bundle).decode()
+
+    def client_config(path: str) -> dict[str, Any]:
+        if opts.url:
+            return {"url": opts.url.rstrip("/") + path, "caBundle": bundle}
+        return {"service": {"namespace": opts.namespace, "name": opts.service_name, "path": path,
+                            "port": 443}, "caBundle": bundle}
+
+    rules = [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
+              "resources": ["applications"], "scope": "Namespaced"}]
+    mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": opts.mutating_name}, "webhooks": [{
+                    "name": "mutating.core.oam.dev.v1beta1.applications", "clientConfig": client_config(MUTATING_PATH),
+                    "rules": rules, "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
+                    "failurePolicy": "Ignore", "reinvocationPolicy": "Never",
+                    "objectSelector": {"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
+                                                             "operator": "DoesNotExist"}]}}]}
+    validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                  "metadata": {"name": opts.validating_name}, "webhooks": [{
+                      "name": "validating.core.oam.dev.v1beta1.applications",
+                      "clientConfig": client_config(VALIDATING_PATH), "rules": rules,
+                      "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
+                      "failurePolicy": opts.validating_failure_policy}]}
+    return mutating, validating
+
+
+def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None:
+    """With --webhook-url, create or update the configurations; else put the CA into the existing ones."""
+    mutating, validating = configurations(opts, ca_bundle)
+    for res, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
+        if opts.url:
+            log.info("webhook configuration " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
+            continue
+        try:
+            current = client.get(res, body["metadata"]["name"])
+        except errors.NotFound:
+            log.warning("webhook configuration not found; nothing to patch", extra=fields(
+                name=body["metadata"]["name"]))
+            continue
+        bundle = base64.b64encode(ca_bundle).decode()
+        for hook in current.get("webhooks") or []:
+            hook.setdefault("clientConfig", {})["caBundle"] = bundle
+        client.update(res, current)
+
+
+class WebhookRunner:
+    """Runs the webhook server process while this master leads, restarting it if it dies."""
+
+    def __init__(self, client: KubeClient, opts: WebhookOptions):
+        self.client = client
+        self.opts = opts
+        self._dir = tempfile.mkdtemp(prefix="velashard-webhook-")
+        self._proc: subprocess.Popen | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        ca, serving = load_or_make_certificates(self.opts)
+        cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
+        with open(cert, "wb") as fh:
+            fh.write(serving.cert_pem)
+        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+            fh.write(serving.key_pem)
+        self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind", f"0.0.0.0:{self.opts.port}",
+                      "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
+                      "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
+                      "--privileged-users", ",".join(self.opts.privileged_users), "--log-format",
+                      self.opts.log_format]
+        if self.opts.kubeconfig:
+            self._args += ["--kubeconfig", self.opts.kubeconfig]
+        if not self.opts.auto_schedule:
+            self._args.append("--disable-auto-schedule")
+        self._thread = threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True)
+        self._thread.start()
+        register(self.client, self.opts, ca.cert_pem)
+
+    def _supervise(self) -> None:
+        delay = 1.0
+        while not self._stop.is_set():
+            self._proc = subprocess.Popen(self._args)
+            code = self._proc.wait()
+            if self._stop.is_set():
+                return
+            log.error("webhook server exited; restarting", extra=fields(code=code, retry_in=delay))
+            self._stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(8)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()

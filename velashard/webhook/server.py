@@ -1,0 +1,140 @@
+"""The admission webhook server: a Flask app served over HTTPS by gunicorn (threaded workers).
+
+The master runs it as a child process (`python -m velashard.webhook.server ...`), because gunicorn's
+arbiter wants a main thread and forks its workers; each worker builds its own shard discovery after
+the fork, so no thread or lock crosses a fork.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import Any
+
+from flask import Flask, Response, request
+from gunicorn.app.base import BaseApplication
+
+from velashard.kube.client import KubeClient
+from velashard.kube.manager import Manager
+from velashard.observability import WEBHOOK_LATENCY, setup_logging
+from velashard.sharding.discovery import ShardDiscovery
+from velashard.sharding.strategies import STRATEGIES, Scheduler
+from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
+                                         validate)
+
+log = logging.getLogger("velashard.webhook")
+
+MUTATING_PATH = "/mutating-core-oam-dev-v1beta1-applications"
+VALIDATING_PATH = "/validating-core-oam-dev-v1beta1-applications"
+MAX_REVIEW_BYTES = 4 * 1024 * 1024
+
+
+
+def create_app(mutation: MutationContext, validation: ValidationContext) -> Flask:
+    app = Flask("velashard-webhook")
+
+    def handle(name: str, decide: Any) -> Response:
+        started = time.perf_counter()
+        try:
+            body = request.get_data(cache=False)
+            if len(body) > MAX_REVIEW_BYTES:
+                return _error(413, f"the AdmissionReview is larger than {MAX_REVIEW_BYTES} bytes")
+            review = parse_review(body)
+            answer = decide(review)
+        except ReviewError as err:
+            return _error(400, f"malformed AdmissionReview: {err}")
+        except Exception:  # a bug must not become a 5xx: answer 400 (a failed call under the policy) and log it
+            log.exception("webhook decision failed", extra={"fields": {"webhook": name}})
+            return _error(400, "the webhook could not decide on this request; see the controller's log")
+        finally:
+            WEBHOOK_LATENCY.labels(webhook=name).observe(time.perf_counter() - started)
+        return app.response_class(_dumps(answer), status=200, mimetype="application/json")
+
+    @app.post(MUTATING_PATH)
+    def mutating() -> Response:
+        return handle("mutating", lambda req: mutate(req, mutation))
+
+    @app.post(VALIDATING_PATH)
+    def validating() -> Response:
+        return handle("validating", lambda req: validate(req, validation))
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return app.response_class("ok\n", mimetype="text/plain")
+
+    @app.errorhandler(404)
+    def not_found(_err: Any) -> Response:
+        return _error(404, f"no webhook at {request.path}")
+
+    @app.errorhandler(405)
+    def not_allowed(_err: Any) -> Response:
+        return _error(405, f"{request.method} is not allowed at {request.path}; webhooks take POST")
+
+    return app
+
+
+def _dumps(obj: Any) -> str:
+    import json
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _error(code: int, message: str) -> Response:
+    return Response(_dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                            "message": message}), status=code, mimetype="application/json")
+
+
+class GunicornServer(BaseApplication):
+    """gunicorn embedded: the app is built in the worker, after the fork."""
+
+    def __init__(self, factory: Any, options: dict[str, Any]):
+        self._factory = factory
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self._factory()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="velashard-webhook")
+    p.add_argument("--kubeconfig")
+    p.add_argument("--bind", required=True)
+    p.add_argument("--certfile", required=True)
+    p.add_argument("--keyfile", required=True)
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--schedulable-shards", default="")
+    p.add_argument("--shard-scheduler", choices=STRATEGIES, default="round-robin")
+    p.add_argument("--privileged-users", default="")
+    p.add_argument("--disable-auto-schedule", action="store_true")
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--log-format", default="text")
+    args = p.parse_args(argv)
+    setup_logging("master", args.log_format, "info")
+
+    def factory() -> Flask:
+        client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
+        manager = Manager(client, "master")
+        static = [s for s in args.schedulable_shards.split(",") if s] or None
+        discovery = ShardDiscovery(manager, args.namespace, static)
+        manager.start_controllers()
+        scheduler = Scheduler(args.shard_scheduler)
+        mutation = MutationContext(pick=lambda app: scheduler.pick(app, discovery.available()),
+                                   auto_schedule=not args.disable_auto_schedule)
+        validation = ValidationContext(privileged_users={u for u in args.privileged_users.split(",") if u})
+        return create_app(mutation, validation)
+
+    GunicornServer(factory, {"bind": args.bind, "workers": 1, "worker_class": "gthread", "threads": args.threads,
+                             "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
+                             "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
+                             "proc_name": "velashard-webhook"}).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -264,3 +264,76 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     steps = kube.create(APPLICATIONS, {**app("stepped"), "spec": {**app("stepped")["spec"], "workflow": {
         "steps": [{"type": "deploy"}]}}})
     assert steps["spec"]["workflow"]["steps"][0]["name"] == "deploy-1"  # unnamed steps get a default name
+
+
+def writers_by_app(records: list[dict]) -> dict[str, list[str]]:
+    """For each app, the shards that wrote it (status updates, patches), in audit order."""
+    out: dict[str, list[str]] = {}
+    for record in records:
+        if record["resource"] != "applications" or record["verb"] not in ("update", "patch"):
+            continue
+        agent = record["userAgent"]
+        if "velashard/" not in agent or "shard=" not in agent:
+            continue
+        shard = agent.split("shard=")[1].rstrip(")")
+        if shard == "master":
+            continue
+        seq = out.setdefault(record["name"], [])
+        if not seq or seq[-1] != shard:
+            seq.append(shard)
+    return out
+
+
+def test_consistent_hash_join_moves_about_a_third_through_the_drain_handshake(tmp_path):
+    from velashard.devcluster.server import APIServer
+
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    procs: list[subprocess.Popen] = []
+
+    def start(shard: str, *flags: str) -> None:
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", server.kubeconfig, "--enable-sharding",
+             "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0", "--health-addr",
+             "127.0.0.1:0", *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    try:
+        install(kube)
+        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+        start("master", "--shard-scheduler", "consistent-hash", "--reschedule-period", "1", "--disable-webhooks")
+        for shard in ("shard-a", "shard-b"):
+            start(shard)
+            shard_pod(kube, shard, True)
+        for i in range(30):
+            kube.create(APPLICATIONS, app(f"app-{i}"))
+        items = eventually(lambda: all_running(kube, 30), timeout=60, interval=0.5)
+        before = {a["metadata"]["name"]: shard_of(a) for a in items}
+        since = server.audit.since(0)["lastSeq"]
+        start("shard-c")
+        shard_pod(kube, "shard-c", True)
+
+        def rebalanced() -> list[dict]:
+            found = all_running(kube, 30)
+            return found if found and any(shard_of(a) == "shard-c" for a in found) and not kube.list(
+                APPLICATIONS, "apps", label_selector=labels.DRAIN)["items"] else []
+
+        items = eventually(rebalanced, timeout=90, interval=0.5)
+        after = {a["metadata"]["name"]: shard_of(a) for a in items}
+        moved = [n for n in before if before[n] != after[n]]
+        assert all(after[n] == "shard-c" for n in moved)  # only onto the newcomer
+        assert 0 < len(moved) <= 1.2 * 30 / 3 + 2, moved
+        for name, shards in writers_by_app(server.audit.since(since)["items"]).items():
+            assert len(shards) <= 2 and (len(shards) == 1 or shards[-1] == "shard-c"), (name, shards)
+        for name in moved:
+            revisions = kube.list(APPLICATION_REVISIONS, "apps", label_selector=f"{labels.APP_NAME}={name}")["items"]
+            assert all(shard_of(r) == "shard-c" for r in revisions)
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        server.stop()

@@ -140,12 +140,28 @@ class ApplicationController:
         app = copy.deepcopy(app)
         if app["metadata"].get("deletionTimestamp"):
             return self._finalize(app)
+        if self.options.shard_selector and labels.DRAIN in (app["metadata"].get("labels") or {}):
+            return self._let_go(app)
         if FINALIZER not in (app["metadata"].get("finalizers") or []):
             self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
                 "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
                 "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
             return DONE  # the update event brings the app back
         return self._converge(app)
+
+    def _let_go(self, app: dict[str, Any]) -> Result:
+        """Drain handshake: nothing of this app is in flight here (one key, one worker), so acknowledge by
+        removing our shard id and the drain label; the master schedules it anew."""
+        meta = app["metadata"]
+        try:
+            self.client.patch(APPLICATIONS, meta["name"], {"metadata": {
+                "labels": {labels.SCHEDULED_SHARD_ID: None, labels.DRAIN: None},
+                "resourceVersion": meta["resourceVersion"]}}, meta["namespace"])
+        except errors.NotFound:
+            return DONE
+        log.info("drained application", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}',
+                                                      to=meta["labels"][labels.DRAIN]))
+        return DONE
 
     def _converge(self, app: dict[str, Any]) -> Result:
         meta, spec = app["metadata"], app.get("spec") or {}

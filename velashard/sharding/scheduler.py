@@ -45,7 +45,14 @@ class BackgroundScheduler:
         self._stop = threading.Event()
         self._gone_since: dict[str, float] = {}
         self._thread: threading.Thread | None = None
-        discovery.on_change(lambda _shards: self._wake.set())
+        self._rebalance = False
+        self._draining = 0
+        discovery.on_change(self._shards_changed)
+
+    def _shards_changed(self, _shards: list[str]) -> None:
+        if self.scheduler.strategy == "consistent-hash":
+            self._rebalance = True  # apps whose ring position moved go through the drain handshake
+        self._wake.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="background-scheduler", daemon=True)
@@ -63,7 +70,8 @@ class BackgroundScheduler:
                 self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
-            self._wake.wait(min(self.period, max(self.grace / 4, 0.5)) if self._gone_since else self.period)
+            busy = self._gone_since or self._draining
+            self._wake.wait(min(self.period, max(self.grace / 4, 0.5)) if busy else self.period)
             self._wake.clear()
 
     def loads(self) -> dict[str, int]:
@@ -94,7 +102,34 @@ class BackgroundScheduler:
             shard = app["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
             if now - self._gone_since[shard] >= self.grace:
                 moved += self._schedule(app, available, loads, "orphaned")
+        if self._rebalance:
+            self._rebalance = False
+            self._draining = self.drain_misplaced(available)
+        elif self._draining:
+            self._draining = len(self.client.list(APPLICATIONS, label_selector=labels.DRAIN).get("items") or [])
         return moved
+
+    def drain_misplaced(self, available: list[str]) -> int:
+        """Ask owning shards to let go of apps the ring now places elsewhere (only after membership changes)."""
+        asked = 0
+        for shard in available:
+            owned, _ = self.client.list_all(APPLICATIONS, label_selector=f"{labels.SCHEDULED_SHARD_ID}={shard},"
+                                                                         f"!{labels.DRAIN}")
+            for app in owned:
+                target = self.scheduler.pick(app, available)
+                if target is None or target == shard:
+                    continue
+                try:
+                    self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                        "labels": {labels.DRAIN: target}, "resourceVersion": app["metadata"]["resourceVersion"]}},
+                        app["metadata"]["namespace"])
+                    asked += 1
+                except (errors.Conflict, errors.NotFound):
+                    continue
+        if asked:
+            log.info("asked shards to drain applications for rebalancing", extra=fields(apps=asked))
+            RESCHEDULE_TOTAL.labels(reason="rebalance").inc(asked)
+        return asked
 
     def _schedule(self, app: dict, available: list[str], loads: dict[str, int], reason: str) -> int:
         namespace = None

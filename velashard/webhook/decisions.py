@@ -84,8 +84,11 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
     patch: list[dict[str, Any]] = []
     current = _labels(obj)
     if not current.get(labels.SCHEDULED_SHARD_ID):
-        shard = _labels(request.get("oldObject")).get(labels.SCHEDULED_SHARD_ID) \
-            if request["operation"] == "UPDATE" else None
+        old_labels = _labels(request.get("oldObject")) if request["operation"] == "UPDATE" else {}
+        if labels.DRAIN in old_labels:
+            # A shard acknowledging a drain: the background scheduler moves the app with its dependents.
+            return review_response(uid)
+        shard = old_labels.get(labels.SCHEDULED_SHARD_ID)
         if not shard and ctx.auto_schedule:
             shard = ctx.pick(obj)
         if shard:

@@ -116,11 +116,11 @@ def all_running(kube: KubeClient, count: int) -> list[dict]:
 def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sharded):
     server, kube, metrics = sharded
     since = server.audit.since(0)["lastSeq"]
-    for i in range(20):
+    for i in range(60):
         kube.create(APPLICATIONS, app(f"app-{i}"))
-    items = eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    items = eventually(lambda: all_running(kube, 60), timeout=90, interval=0.5)
     counts = Counter(shard_of(a) for a in items)
-    assert set(counts) == {"shard-a", "shard-b"} and counts["shard-a"] == counts["shard-b"] == 10  # round-robin
+    assert set(counts) == {"shard-a", "shard-b"} and counts["shard-a"] == counts["shard-b"] == 30  # round-robin
     owner = {a["metadata"]["name"]: shard_of(a) for a in items}
     writers: dict[str, set[str]] = {}
     for record in server.audit.since(since)["items"]:
@@ -142,16 +142,16 @@ def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sha
 
 def test_a_shard_turning_not_ready_moves_its_apps_with_revisions_and_trackers(sharded):
     server, kube, _ = sharded
-    eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    eventually(lambda: all_running(kube, 60), timeout=90, interval=0.5)
     before = {a["metadata"]["name"]: shard_of(a) for a in kube.list(APPLICATIONS, "apps")["items"]}
     shard_pod(kube, "shard-a", False)
     started = time.monotonic()
 
     def moved() -> list[dict]:
-        items = all_running(kube, 20)
+        items = all_running(kube, 60)
         return items if items and all(shard_of(a) == "shard-b" for a in items) else []
 
-    items = eventually(moved, timeout=60, interval=0.5)
+    items = eventually(moved, timeout=90, interval=0.5)
     assert time.monotonic() - started >= 2.5  # not before the grace period
     for a in items:
         name = a["metadata"]["name"]
@@ -169,7 +169,7 @@ def cli(server, *args: str) -> subprocess.CompletedProcess:
 
 def test_reschedule_cli_moves_app_with_dependents_and_shards_lists_them(sharded):
     server, kube, _ = sharded
-    items = eventually(lambda: all_running(kube, 20), timeout=60, interval=0.5)
+    items = eventually(lambda: all_running(kube, 60), timeout=90, interval=0.5)
     target = items[0]
     name, current = target["metadata"]["name"], shard_of(target)
     other = "shard-a" if current == "shard-b" else "shard-b"
@@ -261,6 +261,10 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     assert err.value.code == 403
     assert "velashard reschedule hooked -n apps" in err.value.message
     assert shard_of(kube.get(APPLICATIONS, "hooked", "apps")) == shard
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                             "metadata": {"name": "tenant-b", "labels": {labels.SHARD_ID: "shard-b"}}})
+    pinned = kube.create(APPLICATIONS, {**app("pinned"), "metadata": {"name": "pinned", "namespace": "tenant-b"}})
+    assert shard_of(pinned) == "shard-b"  # namespace pinning
     steps = kube.create(APPLICATIONS, {**app("stepped"), "spec": {**app("stepped")["spec"], "workflow": {
         "steps": [{"type": "deploy"}]}}})
     assert steps["spec"]["workflow"]["steps"][0]["name"] == "deploy-1"  # unnamed steps get a default name

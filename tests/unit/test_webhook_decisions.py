@@ -97,3 +97,30 @@ def test_http_answers_and_errors(http):
 def test_fuzzed_reviews_never_get_a_5xx(http, body):
     for path in (MUTATING_PATH, VALIDATING_PATH):
         assert http.post(path, data=body).status_code in (200, 400)
+
+
+def test_drain_acknowledgement_is_left_unscheduled():
+    ctx = MutationContext(pick=lambda app: "shard-1")
+    req = request("UPDATE", labels={}, old_labels={SHARD: "a", "controller.core.oam.dev/drain": "b"})
+    assert patch_of(mutate(req, ctx)) == []
+
+
+def test_configurations_and_certificate_renewal():
+    import datetime
+
+    from velashard.webhook.certificates import make_ca, make_serving_cert
+    from velashard.webhook.runner import WebhookOptions, configurations, needs_renewal, serving_hosts
+
+    opts = WebhookOptions(url="https://dev.example:9443")
+    mutating, validating = configurations(opts, b"CA")
+    hook = mutating["webhooks"][0]
+    assert hook["clientConfig"]["url"] == f"https://dev.example:9443{MUTATING_PATH}"
+    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
+    assert hook["objectSelector"]["matchExpressions"][0] == {"key": SHARD, "operator": "DoesNotExist"}
+    assert validating["webhooks"][0]["clientConfig"]["url"].endswith(VALIDATING_PATH)
+    in_cluster, _ = configurations(WebhookOptions(), b"CA")
+    assert in_cluster["webhooks"][0]["clientConfig"]["service"]["name"] == "velashard-webhook"
+    assert serving_hosts(opts)[0] == "dev.example"
+    now = datetime.datetime.now(datetime.timezone.utc)
+    serving = make_serving_cert(make_ca(), ["127.0.0.1"], days=40)
+    assert not needs_renewal(serving, now) and needs_renewal(serving, now + datetime.timedelta(days=11))

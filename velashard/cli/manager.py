@@ -168,7 +168,8 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         cert_dir=args.webhook_cert_dir, validating_failure_policy=args.validating_failure_policy,
         schedulable_shards=",".join(static or []), strategy=args.shard_scheduler,
         privileged_users=tuple([identity] + [u for u in args.shard_admin_users.split(",") if u]),
-        auto_schedule=not gates.get("DisableWebhookAutoSchedule", False), kubeconfig=args.kubeconfig,
+        auto_schedule=not gates.get("DisableWebhookAutoSchedule", False),
+        validate_components=gates.get("ValidateComponentWhenSharding", False), kubeconfig=args.kubeconfig,
         log_format=args.log_format))
     manager.add_runnable(webhooks.start, webhooks.stop)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import logging
 import os
 import subprocess
@@ -39,6 +40,7 @@ class WebhookOptions:
     strategy: str = "round-robin"
     privileged_users: tuple[str, ...] = ()
     auto_schedule: bool = True
+    validate_components: bool = False
     kubeconfig: str | None = None
     log_format: str = "text"
 
@@ -111,6 +113,13 @@ def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None
         client.update(res, current)
 
 
+RENEW_BEFORE = datetime.timedelta(days=30)
+
+
+def needs_renewal(serving: KeyPair, now: datetime.datetime, margin: datetime.timedelta = RENEW_BEFORE) -> bool:
+    return serving.not_after - now <= margin
+
+
 class WebhookRunner:
     """Runs the webhook server process while this master leads, restarting it if it dies."""
 
@@ -123,12 +132,9 @@ class WebhookRunner:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        ca, serving = load_or_make_certificates(self.opts)
+        self._ca, serving = load_or_make_certificates(self.opts)
+        self._write_serving(serving)
         cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
-        with open(cert, "wb") as fh:
-            fh.write(serving.cert_pem)
-        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
-            fh.write(serving.key_pem)
         self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind", f"0.0.0.0:{self.opts.port}",
                       "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
@@ -138,9 +144,31 @@ class WebhookRunner:
             self._args += ["--kubeconfig", self.opts.kubeconfig]
         if not self.opts.auto_schedule:
             self._args.append("--disable-auto-schedule")
+        if self.opts.validate_components:
+            self._args.append("--validate-components")
         self._thread = threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True)
         self._thread.start()
-        register(self.client, self.opts, ca.cert_pem)
+        threading.Thread(target=self._renew_loop, name="webhook-cert-renewal", daemon=True).start()
+        register(self.client, self.opts, self._ca.cert_pem)
+
+    def _write_serving(self, serving: KeyPair) -> None:
+        self._serving = serving
+        with open(os.path.join(self._dir, "tls.crt"), "wb") as fh:
+            fh.write(serving.cert_pem)
+        key = os.path.join(self._dir, "tls.key")
+        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+            fh.write(serving.key_pem)
+
+    def _renew_loop(self) -> None:
+        """Made certificates are renewed 30 days before expiry (same CA, so caBundle stays valid)."""
+        while not self._stop.wait(3600):
+            if self.opts.cert_dir or not needs_renewal(self._serving, datetime.datetime.now(datetime.timezone.utc)):
+                continue
+            self._write_serving(make_serving_cert(self._ca, serving_hosts(self.opts)))
+            log.info("renewed the webhook serving certificate", extra=fields(
+                not_after=self._serving.not_after.isoformat()))
+            if self._proc is not None:
+                self._proc.terminate()  # the supervisor restarts it with the new files
 
     def _supervise(self) -> None:
         delay = 1.0

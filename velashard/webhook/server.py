@@ -18,9 +18,12 @@ from gunicorn.app.base import BaseApplication
 
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
-from velashard.observability import WEBHOOK_LATENCY, setup_logging
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from velashard.observability import WEBHOOK_LATENCY, metrics_text, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.strategies import STRATEGIES, Scheduler
+from velashard.sharding.strategies import STRATEGIES, Scheduler, pinned_shard
+from velashard.webhook.lookups import ClusterLookups
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate)
 
@@ -59,6 +62,10 @@ def create_app(mutation: MutationContext, validation: ValidationContext) -> Flas
     @app.post(VALIDATING_PATH)
     def validating() -> Response:
         return handle("validating", lambda req: validate(req, validation))
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(metrics_text(), mimetype=CONTENT_TYPE_LATEST.split(";")[0])
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -112,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shard-scheduler", choices=STRATEGIES, default="round-robin")
     p.add_argument("--privileged-users", default="")
     p.add_argument("--disable-auto-schedule", action="store_true")
+    p.add_argument("--validate-components", action="store_true")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--log-format", default="text")
     args = p.parse_args(argv)
@@ -123,10 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         static = [s for s in args.schedulable_shards.split(",") if s] or None
         discovery = ShardDiscovery(manager, args.namespace, static)
         manager.start_controllers()
+        lookups = ClusterLookups(client, args.namespace)
         scheduler = Scheduler(args.shard_scheduler)
-        mutation = MutationContext(pick=lambda app: scheduler.pick(app, discovery.available()),
-                                   auto_schedule=not args.disable_auto_schedule)
-        validation = ValidationContext(privileged_users={u for u in args.privileged_users.split(",") if u})
+
+        def pick(app: dict[str, Any]) -> str | None:
+            namespace = (app.get("metadata") or {}).get("namespace") or ""
+            loads = lookups.loads() if scheduler.strategy == "least-loaded" else None
+            return scheduler.pick(app, discovery.available(), loads, pinned_shard(lookups.namespace(namespace)))
+
+        mutation = MutationContext(pick=pick, auto_schedule=not args.disable_auto_schedule)
+        validation = ValidationContext(privileged_users={u for u in args.privileged_users.split(",") if u},
+                                       check_components=lookups.check_components if args.validate_components
+                                       else None)
         return create_app(mutation, validation)
 
     GunicornServer(factory, {"bind": args.bind, "workers": 1, "worker_class": "gthread", "threads": args.threads,

@@ -1,0 +1,59 @@
+"""Cluster reads the webhooks need, cached briefly so that admission stays fast."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from cachetools import TTLCache
+
+from velashard.apis.oam import COMPONENT_DEFINITIONS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
+from velashard.core.rendering import Definitions, RenderError, render_app
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import LEASES, NAMESPACES
+from velashard.sharding.loads import LOAD_LABEL, parse_loads
+
+
+class ClusterLookups:
+    def __init__(self, client: KubeClient, namespace: str, ttl: float = 10.0):
+        self.client = client
+        self.namespace_name = namespace
+        self._cache: TTLCache = TTLCache(maxsize=4096, ttl=ttl)
+        self._lock = threading.Lock()
+
+    def _cached(self, key: Any, load: Any) -> Any:
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = load()
+        with self._lock:
+            self._cache[key] = value
+        return value
+
+    def namespace(self, name: str) -> dict[str, Any] | None:
+        def load() -> dict[str, Any] | None:
+            try:
+                return self.client.get(NAMESPACES, name)
+            except errors.NotFound:
+                return None
+        return self._cached(("ns", name), load) if name else None
+
+    def loads(self) -> dict[str, int]:
+        """App counts shards publish (a fresh copy: the scheduler counts its own choices into it)."""
+        return dict(self._cached("loads", lambda: parse_loads(
+            self.client.list(LEASES, self.namespace_name, label_selector=LOAD_LABEL).get("items") or [])))
+
+    def definitions(self) -> Definitions:
+        def load() -> Definitions:
+            return Definitions.from_objects(self.client.list(COMPONENT_DEFINITIONS, SYSTEM_NAMESPACE)["items"],
+                                            self.client.list(TRAIT_DEFINITIONS, SYSTEM_NAMESPACE)["items"])
+        return self._cached("defs", load)
+
+    def check_components(self, app: dict[str, Any]) -> str | None:
+        """ValidateComponentWhenSharding: component and trait types exist and their parameters are valid."""
+        try:
+            render_app(app, self.definitions(), 0)
+        except RenderError as err:
+            return str(err)
+        return None

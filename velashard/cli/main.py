@@ -18,6 +18,7 @@ from velashard.cli.usage import UsageError
 # `velashard --help` stays fast and a broken optional subcommand cannot break the others.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
+    "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
     "reschedule": ("velashard.cli.reschedule", "move an application to another shard, with its revisions and trackers"),

@@ -1,0 +1,15 @@
+# velashard controller image: `velashard` is the entrypoint, so container args are just flags
+# (--enable-sharding --shard-id=master, ...), as in KubeVela's chart and addon.
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY setup.py README.md ./
+COPY velashard ./velashard
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+RUN useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin velashard
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+USER 65532:65532
+EXPOSE 8080 9440 9443
+ENTRYPOINT ["velashard"]

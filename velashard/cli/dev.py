@@ -1,0 +1,36 @@
+"""`velashard dev`: the embedded cluster with a master and N shards, and a live view, until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from velashard.cli.usage import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shards", type=int, default=2, help="slave shards to run (default 2)")
+    parser.add_argument("--apps", type=int, default=0, help="sample applications to create (default 0)")
+    parser.add_argument("--dir", default=".velashard", help="where kubeconfig, processes.json and logs go")
+    parser.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from velashard.devcluster.dev import run_dev
+    from velashard.observability import setup_logging
+
+    if not 0 <= args.shards <= 20:
+        raise UsageError(f"--shards {args.shards}: must be between 0 and 20")
+    if args.apps < 0:
+        raise UsageError(f"--apps {args.apps}: must not be negative")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: must be between 0 and 65535")
+    setup_logging("dev", "text", "warning")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop)
+    except OSError as err:
+        raise UsageError(f"cannot start: {err}")

@@ -21,6 +21,7 @@ setup(
     extras_require={
         "test": [
             "pytest>=8",
+            "helm-python-sdk>=0.2",
             "responses>=0.25",
             "hypothesis>=6.100",
         ],

@@ -1,0 +1,92 @@
+"""The Helm chart, linted and rendered with the real Helm SDK (helm-python-sdk), sharding on and off."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is installed by the test extra")
+
+from velashard.apis.oam import CRDS  # noqa: E402
+from velashard.cli.manager import build_parser, validate  # noqa: E402
+
+CHART = os.path.join(os.path.dirname(__file__), "..", "..", "helm", "velashard")
+
+
+def render(values: dict) -> list[dict]:
+    manifests = helm.Chart.load(CHART).render(values, name="kubevela", namespace="vela-system")
+    return [doc for text in manifests.values() for doc in yaml.safe_load_all(text) if doc]
+
+
+def find(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    return next(d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name))
+
+
+@pytest.mark.parametrize("values", [{}, {"sharding": {"enabled": True}},
+                                    {"sharding": {"enabled": True}, "podDisruptionBudget": {"enabled": True}}])
+def test_lint_reports_no_error(values):
+    report = helm.lint(CHART, values)
+    assert report["errors"] == [] and not [m for m in report["messages"] if m["severity"] >= 3], report
+
+
+def test_sharding_off():
+    docs = render({})
+    deploy = find(docs, "Deployment")
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--enable-sharding" not in args
+    assert "controller.core.oam.dev/shard-id" not in deploy["spec"]["template"]["metadata"]["labels"]
+    assert deploy["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "vela-core"
+    assert "controller.core.oam.dev/shard-id" not in find(docs, "Service")["spec"]["selector"]
+    assert not [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    parsed = build_parser().parse_args(args)
+    validate(parsed, build_parser())  # the chart's args are flags the controller accepts
+
+
+def test_sharding_on_with_gates_pdb_and_placement():
+    docs = render({"sharding": {"enabled": True, "schedulableShards": "shard-0,shard-1"},
+                   "featureGates": {"DisableWebhookAutoSchedule": True},
+                   "webhook": {"failurePolicy": {"mutating": "Ignore", "validating": "Ignore"}},
+                   "podDisruptionBudget": {"enabled": True}, "nodeSelector": {"role": "control"},
+                   "tolerations": [{"key": "dedicated", "operator": "Exists"}], "leaderElection": {"enabled": True}})
+    deploy = find(docs, "Deployment")
+    pod = deploy["spec"]["template"]
+    args = pod["spec"]["containers"][0]["args"]
+    assert "--enable-sharding" in args and "--schedulable-shards=shard-0,shard-1" in args
+    assert "--feature-gates=DisableWebhookAutoSchedule=true" in args and "--enable-leader-election" in args
+    assert pod["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "master"
+    assert pod["spec"]["nodeSelector"] == {"role": "control"} and pod["spec"]["tolerations"][0]["key"] == "dedicated"
+    assert find(docs, "Service")["spec"]["selector"]["controller.core.oam.dev/shard-id"] == "master"
+    mutating = find(docs, "MutatingWebhookConfiguration")["webhooks"][0]
+    assert mutating["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    assert mutating["failurePolicy"] == "Ignore" and mutating["timeoutSeconds"] == 5
+    assert mutating["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
+    assert find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    validate(build_parser().parse_args(args), build_parser())
+
+
+def test_least_privilege_rbac():
+    docs = render({"sharding": {"enabled": True}})
+    app_role = find(docs, "ClusterRole", "kubevela-velashard-application-controller")
+    master_role = find(docs, "ClusterRole", "kubevela-velashard-master")
+
+    def resources(role: dict) -> set[str]:
+        return {r for rule in role["rules"] for r in rule["resources"]}
+
+    assert "pods" not in resources(app_role) and "mutatingwebhookconfigurations" not in resources(app_role)
+    assert {"pods", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"} <= resources(master_role)
+    master_binding = find(docs, "ClusterRoleBinding", "kubevela-velashard-master")
+    assert [s["name"] for s in master_binding["subjects"]] == ["kubevela-velashard"]  # slaves do not get it
+    app_binding = find(docs, "ClusterRoleBinding", "kubevela-velashard-application-controller")
+    assert {s["name"] for s in app_binding["subjects"]} == {"kubevela-velashard", "kubevela-velashard-shard"}
+
+
+def test_chart_crds_match_the_code():
+    directory = os.path.join(CHART, "crds")
+    for crd in CRDS:
+        with open(os.path.join(directory, f'{crd["metadata"]["name"]}.yaml')) as fh:
+            assert yaml.safe_load(fh) == crd, crd["metadata"]["name"]
+    assert len(os.listdir(directory)) == len(CRDS)

@@ -10,6 +10,8 @@ FROM python:3.11-slim
 RUN useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin velashard
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+COPY addons /opt/velashard/addons
+ENV VELASHARD_ADDONS_DIR=/opt/velashard/addons
 USER 65532:65532
 EXPOSE 8080 9440 9443
 ENTRYPOINT ["velashard"]

@@ -42,16 +42,16 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
             return shards if sum(shards.values()) == 20 else Counter()
 
         shards = eventually(served, timeout=90, interval=0.5)
-        assert set(shards) == {"shard-0", "shard-1"}
+        assert set(shards) == {"local-0", "local-1"}
         if shutil.which("kubectl"):
             table = subprocess.run(["kubectl", "--kubeconfig", str(directory / "kubeconfig"), "--cache-dir",
                                     str(tmp_path / "cache"), "get", "app", "-n", "default", "-L",
                                     labels.SCHEDULED_SHARD_ID], capture_output=True, text=True, timeout=60).stdout
-            assert "SCHEDULED-SHARD-ID" in table and table.count("shard-") == 20
+            assert "SCHEDULED-SHARD-ID" in table and table.count("local-") == 20
         processes = json.loads((directory / "processes.json").read_text())
         pids = [p["pid"] for p in processes if p.get("pid") and p["name"] != "apiserver"]
         assert len(pids) == 3
-        victim = next(p for p in processes if "shard-0" in p["name"])
+        victim = next(p for p in processes if "local-0" in p["name"])
         os.kill(victim["pid"], signal.SIGKILL)
         killed = time.monotonic()
 
@@ -71,3 +71,46 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
     assert proc.returncode == 0, out
     assert "velashard dev: stopped" in out and "Traceback" not in out
     eventually(lambda: not any(pid_alive(pid) for pid in pids), timeout=15)
+
+
+def test_addon_adds_shards_in_dev_and_disabling_moves_their_apps_back(tmp_path):
+    directory = tmp_path / "dev"
+    proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dev", "--shards", "1", "--apps", "6",
+                             "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "velashard.cli.main", *args, "--kubeconfig",
+                               str(directory / "kubeconfig")], capture_output=True, text=True, timeout=60)
+
+    def placement(count: int) -> Counter:
+        apps = kube.list(APPLICATIONS, "default")["items"]
+        running = Counter((a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) for a in apps
+                          if (a.get("status") or {}).get("status") == "running")
+        return running if sum(running.values()) == count else Counter()
+
+    try:
+        eventually(lambda: (directory / "processes.json").exists(), timeout=60, interval=0.2)
+        kube = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), shard_id="test")
+        eventually(lambda: placement(6), timeout=90, interval=0.5)
+        enabled = cli("addon", "enable", "vela-core-shard-manager", "nShards=2")
+        assert enabled.returncode == 0, enabled.stderr
+        ready_shards = lambda: {p["name"].rsplit("-", 2)[0] for p in json.loads(
+            (directory / "processes.json").read_text()) if p.get("ready") and "shard-" in p["name"]}
+        eventually(lambda: ready_shards() == {"vela-core-shard-0", "vela-core-shard-1"}, timeout=90, interval=0.5)
+        time.sleep(2)
+        for i in range(6, 12):
+            kube.create(APPLICATIONS, {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                                       "metadata": {"name": f"extra-{i}", "namespace": "default"},
+                                       "spec": {"components": [{"name": f"extra-{i}", "type": "worker",
+                                                                "properties": {"image": "busybox"}}]}})
+        spread = eventually(lambda: placement(12), timeout=90, interval=0.5)
+        assert spread["shard-0"] > 0 and spread["shard-1"] > 0  # the new shards receive apps
+        disabled = cli("addon", "disable", "vela-core-shard-manager")
+        assert disabled.returncode == 0, disabled.stderr
+        back = eventually(lambda: (lambda p: p if set(p) == {"local-0"} else None)(placement(12)), timeout=120,
+                          interval=1.0)
+        assert back["local-0"] == 12
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out

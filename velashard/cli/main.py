@@ -18,6 +18,7 @@ from velashard.cli.usage import UsageError
 # `velashard --help` stays fast and a broken optional subcommand cannot break the others.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
+    "addon": ("velashard.cli.addon", "list, enable or disable addons (e.g. vela-core-shard-manager)"),
     "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),

@@ -189,10 +189,11 @@ patch:
         - name: {{ target | toyaml }}
           env: {{ parameter.env | dictsort | map("list") | map("zip_env") | list | toyaml }}""", {
             "type": "object", "required": ["env"], "properties": {"env": _MAP, **_TARGET}}),
-        _trait("command", "Sets or edits the command and arguments of a container.", _CONTAINER_PATCH_HEAD + """
+        _trait("command", "Sets or edits the command and arguments of a container (a delArgs entry ending in '=' "
+               "or '-' removes every argument it prefixes).", _CONTAINER_PATCH_HEAD + """
 {% set current = (containers | selectattr("name", "equalto", target) | first) %}
 {% set args = parameter.args if parameter.args is defined else (current.args | default([])) %}
-{% set args = (args | reject("in", parameter.delArgs | default([])) | list) + (parameter.addArgs | default([])) %}
+{% set args = drop_args(args, parameter.delArgs | default([])) + (parameter.addArgs | default([])) %}
 patch:
   spec:
     template:

@@ -27,6 +27,8 @@ _ENV.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=True, wi
     "\n...").removesuffix("...").strip()
 _ENV.filters["zip_env"] = lambda pair: {"name": pair[0], "value": pair[1]}
 _ENV.globals["dict"] = dict
+_ENV.globals["drop_args"] = lambda args, drop: [
+    a for a in args if a not in drop and not any(d.endswith(("=", "-")) and a.startswith(d) for d in drop)]
 _ENV.globals["pick"] = lambda mapping, *keys: {k: mapping[k] for k in keys if k in mapping}
 _TEMPLATES: LRUCache = LRUCache(maxsize=512)
 

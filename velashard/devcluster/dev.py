@@ -110,8 +110,9 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
             "--enable-sharding", "--shard-id=master", "--schedulable-shards=", "--reschedule-period=5",
             "--orphan-grace-period=10", "--state-keep-interval=30"]))
         for i in range(shards):
-            client.create(DEPLOYMENTS, controller_deployment(f"{MASTER_DEPLOYMENT}-shard-{i}", f"shard-{i}", [
-                "--enable-sharding", f"--shard-id=shard-{i}", "--state-keep-interval=30"]))
+            # "local-<i>", so that the shard-manager addon's shard-<i> clones never collide with them.
+            client.create(DEPLOYMENTS, controller_deployment(f"{MASTER_DEPLOYMENT}-local-{i}", f"local-{i}", [
+                "--enable-sharding", f"--shard-id=local-{i}", "--state-keep-interval=30"]))
         kubelet.start()
         for i in range(apps):
             client.create(APPLICATIONS, sample_app(i))

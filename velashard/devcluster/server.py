@@ -177,6 +177,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, body: dict[str, Any] | None = None, raw: bytes | None = None,
               content_type: str = "application/json") -> None:
         payload = raw if raw is not None else dumps(body)
+        self._code = code
+        self._record_audit()  # before the client can read the answer, so a reader right after sees it
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -184,7 +186,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
-        self._code = code
 
     def _send_error(self, err: errors.APIError) -> None:
         self._send(err.code, err.status())
@@ -213,7 +214,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
 
     def _dispatch(self) -> None:
-        started = time.monotonic()
+        self._started = time.monotonic()
+        self._recorded = False
         self._code = 0
         self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
                                        "resource": "", "subresource": "",
@@ -231,10 +233,15 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # never let a request kill the server; say what went wrong
             log.exception("request failed method=%s path=%s", self.command, self.path)
             self._safe_error(errors.internal(f"{type(err).__name__}: {err}"))
-        if path != "/debug/audit":
-            self.apiserver.audit.record(
-                userAgent=self.headers.get("User-Agent", ""), user=self._user["username"], code=self._code,
-                durationMs=round((time.monotonic() - started) * 1000, 3), **self._audit)
+        self._record_audit()
+
+    def _record_audit(self) -> None:
+        if self._recorded or urlsplit(self.path).path.rstrip("/") == "/debug/audit":
+            return
+        self._recorded = True
+        self.apiserver.audit.record(
+            userAgent=self.headers.get("User-Agent", ""), user=self._user["username"], code=self._code,
+            durationMs=round((time.monotonic() - self._started) * 1000, 3), **self._audit)
 
     def _safe_error(self, err: errors.APIError) -> None:
         try:

@@ -1,0 +1,44 @@
+"""Kill a random shard process of a running `velashard dev` (from DIR/processes.json), as a chaos step.
+
+The local kubelet marks its pod NotReady within 2 s and restarts it with backoff; if it stays
+down longer than the master's --orphan-grace-period, its applications move to other shards.
+
+    python hack/kill_shard.py [--dir .velashard] [--shard shard-0] [--signal KILL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", default=".velashard")
+    parser.add_argument("--shard", help="part of the pod name to pick (default: any non-master shard)")
+    parser.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "INT"])
+    args = parser.parse_args()
+    try:
+        with open(os.path.join(args.dir, "processes.json")) as fh:
+            processes = json.load(fh)
+    except OSError as err:
+        print(f"cannot read {args.dir}/processes.json ({err.strerror}); is velashard dev running?", file=sys.stderr)
+        return 2
+    candidates = [p for p in processes if p.get("pid") and p["name"] != "apiserver"
+                  and (args.shard in p["name"] if args.shard else not p["name"].startswith("vela-core-") or
+                       "-shard-" in p["name"] or "-local-" in p["name"])]
+    if not candidates:
+        print("no shard process to kill", file=sys.stderr)
+        return 2
+    victim = random.choice(candidates)
+    os.kill(victim["pid"], getattr(signal, f"SIG{args.signal}"))
+    print(f"sent SIG{args.signal} to {victim['name']} (pid {victim['pid']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,9 +28,9 @@ def main() -> int:
     except OSError as err:
         print(f"cannot read {args.dir}/processes.json ({err.strerror}); is velashard dev running?", file=sys.stderr)
         return 2
-    candidates = [p for p in processes if p.get("pid") and p["name"] != "apiserver"
-                  and (args.shard in p["name"] if args.shard else not p["name"].startswith("vela-core-") or
-                       "-shard-" in p["name"] or "-local-" in p["name"])]
+    # Pod names start with their Deployment's name: vela-core-local-0-..., vela-core-shard-1-...
+    candidates = [p for p in processes if p.get("pid") and (
+        args.shard in p["name"] if args.shard else ("-shard-" in p["name"] or "-local-" in p["name"]))]
     if not candidates:
         print("no shard process to kill", file=sys.stderr)
         return 2

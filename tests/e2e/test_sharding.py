@@ -26,6 +26,18 @@ from tests.integration.helpers import eventually
 RUNTIME_NS = "vela-system"
 
 
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every process still running, then wait; kill what does not stop in time."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def shard_pod(kube: KubeClient, shard: str, ready: bool) -> None:
     name = f"vela-core-{shard}"
     try:
@@ -67,13 +79,7 @@ def sharded(make_module_apiserver):
     eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=30)
     eventually(webhook_serving(webhook_port), timeout=30)
     yield server, kube, metrics
-    for proc in procs.values():
-        proc.send_signal(signal.SIGTERM)
-    for proc in procs.values():
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    stop_processes(list(procs.values()))
 
 
 def webhook_serving(port: int):
@@ -235,14 +241,7 @@ def test_kubevela_6433_sequence(tmp_path):
         assert deploy["metadata"]["uid"] == deployment_uid  # updated in place, not recreated
         assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:2"
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         server.stop()
 
 
@@ -333,11 +332,5 @@ def test_consistent_hash_join_moves_about_a_third_through_the_drain_handshake(tm
             revisions = kube.list(APPLICATION_REVISIONS, "apps", label_selector=f"{labels.APP_NAME}={name}")["items"]
             assert all(shard_of(r) == "shard-c" for r in revisions)
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_processes(procs)
         server.stop()

@@ -61,6 +61,8 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
 
         eventually(not_ready, timeout=10, interval=0.1)
         assert time.monotonic() - killed <= 2.5  # NotReady within about 2 s of the process dying
+        # Down longer than dev's orphan grace period (3 s): its apps move to the other shard.
+        eventually(lambda: served() == Counter({"local-1": 20}), timeout=60, interval=0.5)
         restarted = eventually(lambda: next((p for p in json.loads((directory / "processes.json").read_text())
                                             if p["name"] == victim["name"] and p["restarts"] >= 1 and p["ready"]), None),
                                timeout=60, interval=0.5)

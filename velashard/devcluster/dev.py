@@ -108,7 +108,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         install(client)
         client.create(DEPLOYMENTS, controller_deployment(MASTER_DEPLOYMENT, labels.MASTER_SHARD_ID, [
             "--enable-sharding", "--shard-id=master", "--schedulable-shards=", "--reschedule-period=5",
-            "--orphan-grace-period=10", "--state-keep-interval=30"]))
+            "--orphan-grace-period=3", "--state-keep-interval=30"]))
         for i in range(shards):
             # "local-<i>", so that the shard-manager addon's shard-<i> clones never collide with them.
             client.create(DEPLOYMENTS, controller_deployment(f"{MASTER_DEPLOYMENT}-local-{i}", f"local-{i}", [

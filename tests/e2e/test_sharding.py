@@ -223,12 +223,22 @@ def test_kubevela_6433_sequence(tmp_path):
         assert shard_of(kube.get(APPLICATION_REVISIONS, "legacy-v1", "apps")) is None
         unsharded.send_signal(signal.SIGTERM)
         unsharded.wait(15)
-        start("--enable-sharding", "--shard-id", "master", "--reschedule-period", "1")
+        # The master's webhook is unreachable (nothing listens there): updates are admitted unscheduled
+        # under failurePolicy Ignore, and the background scheduler schedules them within a period.
+        from velashard.webhook.certificates import make_ca
+        from velashard.webhook.runner import WebhookOptions, configurations
+        dead = f"https://127.0.0.1:{free_port()}"
+        mutating, _ = configurations(WebhookOptions(url=dead), make_ca().cert_pem)
+        kube.create(MUTATING_WEBHOOKS, mutating)
+        start("--enable-sharding", "--shard-id", "master", "--reschedule-period", "1", "--disable-webhooks")
         start("--enable-sharding", "--shard-id", "shard-0")
         shard_pod(kube, "shard-0", True)
         current = kube.get(APPLICATIONS, "legacy", "apps")
         current["spec"]["components"][0]["properties"]["image"] = "busybox:2"
-        kube.update(APPLICATIONS, current)
+        updated = kube.update(APPLICATIONS, current)
+        assert shard_of(updated) is None  # admitted unscheduled
+        eventually(lambda: shard_of(kube.get(APPLICATIONS, "legacy", "apps")) == "shard-0", timeout=10,
+                   interval=0.2)
 
         def deployed() -> bool:
             status = kube.get(APPLICATIONS, "legacy", "apps").get("status") or {}

@@ -79,7 +79,7 @@ class CuttableRelay:
 
     def close(self) -> None:
         self.cut()
-        self._listener.close()
+        _break(self._listener)  # shutdown wakes the accept loop; close alone would not
         for thread in self._threads:
             thread.join(5)
 

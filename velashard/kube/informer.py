@@ -7,6 +7,7 @@ transform that drops what controllers never read before objects reach the cache.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -76,21 +77,25 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.store = Store({"namespace": namespace_index, **(indexers or {})})
         self._handlers: list[EventHandler] = []
+        # Handlers run one at a time (watch and resync threads both dispatch), in event order.
+        self._dispatch_lock = threading.RLock()
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._stream: WatchStream | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._backoff = backoff or Backoff()
+        self._expired_without_progress = False
         self._rv = ""
         self.relists = 0
         self.name = str(resource) + (f"[{label_selector}]" if label_selector else "")
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers added before start see every object as an add; later ones get the cache replayed."""
-        self._handlers.append(handler)
-        if self._synced.is_set() and handler.on_add:
-            for obj in self.store.list():
-                self._call(handler.on_add, obj)
+        with self._dispatch_lock:  # no event may slip between the replay and the first live event
+            self._handlers.append(handler)
+            if self._synced.is_set() and handler.on_add:
+                for obj in self.store.list():
+                    self._call(handler.on_add, obj)
 
     def has_synced(self) -> bool:
         return self._synced.is_set()
@@ -99,19 +104,23 @@ class Informer:
         return self._synced.wait(timeout)
 
     def start(self) -> "Informer":
-        self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
-        self._thread.start()
+        self._threads.append(threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True))
         if self.resync_period:
-            threading.Thread(target=self._resync_loop, name=f"resync-{self.name}", daemon=True).start()
+            self._threads.append(threading.Thread(target=self._resync_loop, name=f"resync-{self.name}",
+                                                  daemon=True))
+        for thread in self._threads:
+            thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop and wait for the threads; closing the stream interrupts a blocked watch at once."""
         self._stop.set()
         stream = self._stream
         if stream is not None:
             stream.close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -119,8 +128,9 @@ class Informer:
         """Periodically replay the cache as updates, so level-based controllers re-check everything."""
         while not self._stop.wait(self.resync_period):
             if self._synced.is_set():
-                for obj in self.store.list():
-                    self._dispatch("update", obj, obj)
+                with self._dispatch_lock:
+                    for obj in self.store.list():
+                        self._dispatch("update", obj, obj)
 
     def _run(self) -> None:
         need_list = True
@@ -132,14 +142,20 @@ class Informer:
                 if not self._watch() and not self._stop.is_set():
                     self._stop.wait(self._backoff.next())  # a stream that ends at once must not spin
             except errors.Expired:
-                log.info("watch expired, relisting", extra=fields(resource=self.name, rv=self._rv))
                 need_list = True
-            except errors.KubeError as err:
+                # Relist at once, unless the last relist made no progress either (history shorter than
+                # one list-to-watch gap): then back off rather than hammer the server with lists.
+                delay = self._backoff.next() if self._expired_without_progress else 0.0
+                self._expired_without_progress = True
+                log.info("watch expired, relisting", extra=fields(resource=self.name, rv=self._rv,
+                                                                  retry_in=round(delay, 2)))
+                self._stop.wait(delay)
+            except Exception as err:  # whatever breaks, the informer retries and says so; it never stops silently
                 delay = self._backoff.next()
-                log.warning("list/watch failed, retrying", extra=fields(resource=self.name, error=str(err),
-                                                                          retry_in=round(delay, 2)))
-                if isinstance(err, errors.KubeError) and err.code in (400, 403, 404):
-                    need_list = True
+                log.warning("list/watch failed, retrying", exc_info=not isinstance(err, errors.KubeError),
+                            extra=fields(resource=self.name, error=str(err), retry_in=round(delay, 2)))
+                if not isinstance(err, errors.TransportError):
+                    need_list = True  # a stream cut short resumes from its resourceVersion; anything else relists
                 self._stop.wait(delay)
 
     def _list(self) -> None:
@@ -174,11 +190,9 @@ class Informer:
         for event in stream:
             etype, obj = event.get("type"), event.get("object") or {}
             if etype == "ERROR":
-                code = obj.get("code", 500)
-                if code == 410:
-                    raise errors.Expired(410, "Expired", obj.get("message", "watch expired"), obj)
-                raise errors.error_from_response(code, b"")
+                raise errors.error_from_response(obj.get("code") or 500, json.dumps(obj).encode())
             self._backoff.reset()
+            self._expired_without_progress = False
             received = True
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
@@ -202,13 +216,14 @@ class Informer:
         return self.transform(obj) if self.transform else obj
 
     def _dispatch(self, kind: str, obj: Obj, old: Obj | None = None) -> None:
-        for handler in self._handlers:
-            if kind == "add" and handler.on_add:
-                self._call(handler.on_add, obj)
-            elif kind == "update" and handler.on_update:
-                self._call(handler.on_update, old, obj)
-            elif kind == "delete" and handler.on_delete:
-                self._call(handler.on_delete, obj)
+        with self._dispatch_lock:
+            for handler in self._handlers:
+                if kind == "add" and handler.on_add:
+                    self._call(handler.on_add, obj)
+                elif kind == "update" and handler.on_update:
+                    self._call(handler.on_update, old, obj)
+                elif kind == "delete" and handler.on_delete:
+                    self._call(handler.on_delete, obj)
 
     def _call(self, func: Callable[..., None], *args: Any) -> None:
         try:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from velashard.kube import errors
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.store import object_key
 from velashard.kube.workqueue import ShutDown, WorkQueue
@@ -76,10 +77,14 @@ class Controller:
             self._threads.append(thread)
 
     def stop(self, timeout: float = 8.0) -> bool:
-        """Stop intake, let in-flight reconciles finish (up to `timeout`), then stop the workers."""
+        """Stop intake, let in-flight reconciles finish (up to `timeout`), then stop the workers.
+
+        Returns False if a reconcile was still running at the deadline (its worker is left to finish).
+        """
+        deadline = time.monotonic() + timeout
         drained = self.queue.shutdown(drain=True, timeout=timeout)
         for thread in self._threads:
-            thread.join(timeout=1.0)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()) + 0.1)
         return drained
 
     def _worker(self) -> None:
@@ -98,21 +103,28 @@ class Controller:
         try:
             result = self.reconcile(key) or DONE
         except Exception as err:
+            elapsed = time.monotonic() - started
             RECONCILE_TOTAL.labels(controller=self.name, result="error").inc()
-            RECONCILE_DURATION.labels(controller=self.name).observe(time.monotonic() - started)
-            log.error("reconcile failed", exc_info=not isinstance(err, (ValueError, KeyError)),
+            RECONCILE_DURATION.labels(controller=self.name).observe(elapsed)
+            # API errors (a conflict on a stale cache, a webhook's denial) say all; anything else is a bug
+            # whose traceback the log line carries.
+            log.error("reconcile failed", exc_info=not isinstance(err, errors.KubeError),
                       extra=fields(controller=self.name, key=key, error=str(err),
-                                   retries=self.queue.num_requeues(key)))
+                                   retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
             self.queue.add_rate_limited(key)
             return
-        RECONCILE_DURATION.labels(controller=self.name).observe(time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        RECONCILE_DURATION.labels(controller=self.name).observe(elapsed)
         if result.requeue_after is not None:
-            RECONCILE_TOTAL.labels(controller=self.name, result="requeue_after").inc()
+            outcome = "requeue_after"
             self.queue.forget(key)
             self.queue.add_after(key, result.requeue_after)
         elif result.requeue:
-            RECONCILE_TOTAL.labels(controller=self.name, result="requeue").inc()
+            outcome = "requeue"
             self.queue.add_rate_limited(key)
         else:
-            RECONCILE_TOTAL.labels(controller=self.name, result="success").inc()
+            outcome = "success"
             self.queue.forget(key)
+        RECONCILE_TOTAL.labels(controller=self.name, result=outcome).inc()
+        log.debug("reconciled", extra=fields(controller=self.name, key=key, result=outcome,
+                                             duration=round(elapsed, 4)))

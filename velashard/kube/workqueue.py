@@ -33,6 +33,8 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._added_at: dict[Hashable, float] = {}
         self._waiting: list[tuple[float, int, Hashable]] = []
+        # When each waiting item is due (the earliest asked for); heap entries at other times are stale.
+        self._ready_at: dict[Hashable, float] = {}
         self._seq = itertools.count()
         self._shutting_down = False
         self._depth = WORKQUEUE_DEPTH.labels(name=name)
@@ -58,7 +60,11 @@ class WorkQueue:
         with self._cond:
             if self._shutting_down:
                 return
-            heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._seq), item))
+            at = time.monotonic() + delay
+            if self._ready_at.get(item, float("inf")) <= at:
+                return  # already due sooner: waiting twice would only process it twice
+            self._ready_at[item] = at
+            heapq.heappush(self._waiting, (at, next(self._seq), item))
             self._cond.notify_all()
 
     def add_rate_limited(self, item: Hashable) -> None:
@@ -112,17 +118,22 @@ class WorkQueue:
         Dropped items are not lost: whoever runs the controller next relists and re-queues everything.
         Returns False if in-flight items were still running at the deadline.
         """
+        deadline = time.monotonic() + timeout
         with self._cond:
             self._shutting_down = True
             self._waiting.clear()
+            self._ready_at.clear()
             self._queue.clear()
             self._dirty.clear()
+            self._added_at.clear()
             self._depth.set(0)
             self._cond.notify_all()
-            deadline = time.monotonic() + timeout
             while drain and self._processing and time.monotonic() < deadline:
                 self._cond.wait(deadline - time.monotonic())
-            return not self._processing
+            drained = not self._processing
+        if self._delay_thread is not threading.current_thread():
+            self._delay_thread.join(max(0.0, deadline - time.monotonic()))
+        return drained
 
     @property
     def shutting_down(self) -> bool:
@@ -136,7 +147,10 @@ class WorkQueue:
                 now = time.monotonic()
                 ready = []
                 while self._waiting and self._waiting[0][0] <= now:
-                    ready.append(heapq.heappop(self._waiting)[2])
+                    at, _, item = heapq.heappop(self._waiting)
+                    if self._ready_at.get(item) == at:
+                        del self._ready_at[item]
+                        ready.append(item)
                 if not ready:
                     timeout = self._waiting[0][0] - now if self._waiting else None
                     self._cond.wait(timeout)

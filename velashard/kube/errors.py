@@ -21,8 +21,12 @@ class BadRequest(KubeError):
     pass
 
 
+class Unauthorized(KubeError):
+    """401: no or bad credentials (an expired token, a kubeconfig for another cluster)."""
+
+
 class Forbidden(KubeError):
-    pass
+    """403: authenticated but not allowed (RBAC), or refused by admission."""
 
 
 class NotFound(KubeError):
@@ -76,6 +80,6 @@ def error_from_response(code: int, body: bytes | str) -> KubeError:
     if code == 409:
         cls: type[KubeError] = AlreadyExists if reason == "AlreadyExists" else Conflict
     else:
-        cls = {400: BadRequest, 403: Forbidden, 404: NotFound, 410: Expired, 422: Invalid,
+        cls = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 410: Expired, 422: Invalid,
                429: TooManyRequests}.get(code, ServerError if code >= 500 else KubeError)
     return cls(code, reason or cls.__name__, message, status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, Callable, Iterable
 
@@ -17,6 +18,7 @@ def namespace_index(obj: dict[str, Any]) -> list[str]:
     return [obj["metadata"].get("namespace") or ""]
 
 
+@functools.cache  # one function per label key, so two users of a shared informer ask for the same index
 def label_index(key: str) -> IndexFunc:
     """Index objects by the value of one label, e.g. app.oam.dev/name."""
     def index(obj: dict[str, Any]) -> list[str]:
@@ -31,6 +33,20 @@ class Store:
         self._items: dict[str, dict[str, Any]] = {}
         self._indexers = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    def add_indexers(self, indexers: dict[str, IndexFunc]) -> None:
+        """Add indexes (e.g. a second user of a shared informer needs one more); existing objects are indexed."""
+        with self._lock:
+            for name, func in indexers.items():
+                if name in self._indexers:
+                    if self._indexers[name] is not func:
+                        raise ValueError(f"indexer {name!r} is already defined differently")
+                    continue
+                self._indexers[name] = func
+                self._indices[name] = {}
+                for key, obj in self._items.items():
+                    for value in func(obj):
+                        self._indices[name].setdefault(value, set()).add(key)
 
     def _unindex(self, key: str, obj: dict[str, Any]) -> None:
         for name, func in self._indexers.items():

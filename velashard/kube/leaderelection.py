@@ -8,6 +8,7 @@ has not renewed it for a lease duration as observed by this candidate's own cloc
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -88,18 +89,24 @@ class LeaderElector:
     def _run(self) -> None:
         last_renew = 0.0
         while not self._stop.is_set():
+            attempt = time.monotonic()
             ok = self._try_acquire_or_renew()
-            now = time.monotonic()
             if ok:
-                last_renew = now
+                last_renew = attempt  # the lease runs from when the renewal was sent, not when it was answered
                 if not self._leader:
                     log.info("acquired lease", extra=fields(lease=f"{self.namespace}/{self.name}",
                                                             identity=self.identity))
                     self._set_leader(True)
-            elif self._leader and now - last_renew > self.renew_deadline:
-                log.error("lost lease: could not renew within the deadline",
-                          extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity))
-                self._set_leader(False)
+            elif self._leader:
+                holder = self._seen.holder if self._seen is not None else ""
+                if holder not in ("", self.identity):
+                    log.error("lost lease: another replica holds it", extra=fields(
+                        lease=f"{self.namespace}/{self.name}", identity=self.identity, holder=holder))
+                    self._set_leader(False)
+                elif time.monotonic() - last_renew > self.renew_deadline:
+                    log.error("lost lease: could not renew within the deadline",
+                              extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity))
+                    self._set_leader(False)
             self._stop.wait(self.retry_period)
 
     def _set_leader(self, leader: bool) -> None:
@@ -134,7 +141,8 @@ class LeaderElector:
                 self._seen = Observation(holder, renew, now)
         if not may_acquire(spec if lease is not None else None, self.identity, self._seen, now, self.lease_duration):
             return False
-        new_spec = {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+        new_spec = {"holderIdentity": self.identity,
+                    "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),  # an integer in the API
                     "renewTime": micro_time(now_wall),
                     "acquireTime": spec.get("acquireTime") if spec.get("holderIdentity") == self.identity
                     else micro_time(now_wall),

@@ -17,7 +17,6 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time

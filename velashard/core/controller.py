@@ -191,10 +191,10 @@ class ApplicationController:
             log.warning("render failed", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}', reason=err.reason,
                                                        error=str(err)))
             conditions.append(_condition("Rendered", False, err.reason, str(err)))
-            return self._write_status(app, status, "rendering", conditions, None, DONE)
+            return self._write_status(app, status, "rendering", conditions, DONE)
         except errors.KubeError as err:
             conditions.append(_condition("Rendered", False, "RefObjectsFailed", err.message))
-            return self._write_status(app, status, "rendering", conditions, None,
+            return self._write_status(app, status, "rendering", conditions,
                                       requeue_after(self.options.waiting_requeue))
         conditions.append(_condition("Rendered", True, "Rendered", ""))
         if latest.get("revisionHash") != digest:
@@ -206,7 +206,6 @@ class ApplicationController:
 
     def _run_workflow(self, app: dict[str, Any], status: dict[str, Any], rendered: RenderedApp,
                       conditions: list[dict[str, Any]]) -> Result:
-        meta = app["metadata"]
         by_name = {c.name: c for c in rendered.components}
         previous_steps = {s["name"]: s for s in (status.get("workflow") or {}).get("steps") or []}
         resumed = (status.get("workflow") or {}).get("suspend") is False
@@ -270,14 +269,10 @@ class ApplicationController:
                                                                            else "Running")), state.message))
         conditions.append(_condition("Healthy", all_healthy, "Healthy" if all_healthy else "Unhealthy",
                                      "; ".join(f"{n}: {m}" for n, (h, m) in sorted(health.items()) if not h)))
-        if phase in ("running",):
-            result = requeue_after(self.options.state_keep_interval)  # state keep: re-apply drift
-        elif phase in ("workflowSuspending", "workflowFailed"):
-            result = requeue_after(self.options.state_keep_interval)
-        else:
-            result = requeue_after(self.options.waiting_requeue)
-        return self._write_status(app, status, phase, conditions, revision_name(meta["name"], status.get(
-            "latestRevision", {}).get("revision", 0)), result)
+        # Settled apps come back every state-keep interval to undo drift; others sooner, to see progress.
+        settled = phase in ("running", "workflowSuspending", "workflowFailed")
+        result = requeue_after(self.options.state_keep_interval if settled else self.options.waiting_requeue)
+        return self._write_status(app, status, phase, conditions, result)
 
     # --- pieces ----------------------------------------------------------------------------------
 
@@ -527,7 +522,7 @@ class ApplicationController:
             log.warning("could not record event", extra=fields(reason=reason, error=str(err)))
 
     def _write_status(self, app: dict[str, Any], status: dict[str, Any], phase: str,
-                      conditions: list[dict[str, Any]], _revision: str | None, result: Result) -> Result:
+                      conditions: list[dict[str, Any]], result: Result) -> Result:
         previous = {c["type"]: c for c in (app.get("status") or {}).get("conditions") or []}
         for cond in conditions:
             old = previous.get(cond["type"])

@@ -41,6 +41,8 @@ class Manager:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.lost_leadership = False
+        self.failed = False
+        self._controllers_started = False
         self._sync_timeout = sync_timeout
         self._elector = None
         if leader_election is not None:
@@ -48,18 +50,20 @@ class Manager:
             self._elector = LeaderElector(client, le.name, le.namespace, le.identity, self.start_controllers,
                                           self._leadership_lost, le.lease_duration, le.renew_deadline,
                                           le.retry_period)
-        self._probes: list[ProbeServer] = []
-        if metrics_addr:
-            self._probes.append(metrics_server(metrics_addr))
-        if health_addr:
-            self._probes.append(health_server(health_addr, lambda: True, self.ready))
+        # Bound now (so a taken port fails at once), served from run().
+        self.metrics_server = metrics_server(metrics_addr) if metrics_addr else None
+        self.health_server = health_server(health_addr, lambda: True, self.ready) if health_addr else None
+        self._probes: list[ProbeServer] = [p for p in (self.metrics_server, self.health_server) if p is not None]
 
     # --- wiring ----------------------------------------------------------------------------------
 
     def informer(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, indexers: dict[str, IndexFunc] | None = None,
                  resync_period: float = 0.0) -> Informer:
-        """A shared informer per (resource, namespace, selectors); created on first use, started with the manager."""
+        """A shared informer per (resource, namespace, selectors); created on first use, started with the manager.
+
+        A later caller's indexers are added to the shared cache, and the shortest resync period asked for wins.
+        """
         key = (resource, namespace, label_selector, field_selector)
         with self._lock:
             informer = self._informers.get(key)
@@ -69,6 +73,11 @@ class Manager:
                 self._informers[key] = informer
                 if self._started:
                     informer.start()
+                return informer
+            if indexers:
+                informer.store.add_indexers(indexers)
+            if resync_period and not self._started:
+                informer.resync_period = min(p for p in (informer.resync_period, resync_period) if p)
             return informer
 
     def add_controller(self, controller: Controller) -> None:
@@ -91,6 +100,7 @@ class Manager:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def start_controllers(self) -> None:
+        """Start informers, wait for their caches, then start controllers and runnables (once leading)."""
         with self._lock:
             self._started = True
             informers = list(self._informers.values())
@@ -98,18 +108,24 @@ class Manager:
             informer.start()
         deadline = time.monotonic() + self._sync_timeout
         for informer in informers:
-            while not informer.wait_for_sync(0.2):  # short waits so that SIGTERM is never held up
+            while not informer.wait_for_sync(0.2):  # short waits so that a stop is never held up
                 if self._stop.is_set():
                     return
                 if time.monotonic() > deadline:
-                    log.error("informer did not sync; is its CRD installed?", extra=fields(resource=informer.name))
-                    break
-        if self._stop.is_set():
-            return
-        for controller in self._controllers:
-            controller.start()
-        for start, _ in self._runnables:
-            start()
+                    unsynced = [i.name for i in informers if not i.has_synced()]
+                    log.error("caches did not sync; is every CRD installed? stopping", extra=fields(
+                        informers=",".join(unsynced), timeout=self._sync_timeout))
+                    self.failed = True
+                    self._stop.set()  # acting on a partial cache could delete what is merely not yet seen
+                    return
+        with self._lock:
+            if self._stop.is_set():
+                return
+            for controller in self._controllers:
+                controller.start()
+            for start, _ in self._runnables:
+                start()
+            self._controllers_started = True
         log.info("controllers started", extra=fields(controllers=",".join(c.name for c in self._controllers),
                                                       informers=len(informers)))
 
@@ -120,30 +136,47 @@ class Manager:
         self._stop.set()  # another replica leads now; stop at once and let the process restart
 
     def run(self, stop: threading.Event) -> int:
-        """Run until `stop` is set (SIGTERM) or leadership is lost; returns the process exit code."""
+        """Run until `stop` is set (SIGTERM), leadership is lost or caches fail to sync; returns the exit code."""
         for probe in self._probes:
             probe.start()
+        starter = None
         if self._elector is not None:
             self._elector.start()
         else:
-            self.start_controllers()
+            # In a thread, so that a stop during a long cache sync is acted on at once.
+            starter = threading.Thread(target=self.start_controllers, name="manager-start", daemon=True)
+            starter.start()
         while not stop.wait(0.2):
             if self._stop.is_set():
                 break
         self._stop.set()
+        if starter is not None:
+            starter.join()
         self.shutdown()
-        return 1 if self.lost_leadership else 0
+        return 1 if self.lost_leadership or self.failed else 0
 
-    def shutdown(self) -> None:
-        """Stop intake, finish in-flight reconciles, stop informers, release the lease, close probes."""
+    def shutdown(self, timeout: float = 8.0) -> None:
+        """Stop intake, finish in-flight reconciles, stop informers, release the lease, close probes.
+
+        Every step shares one deadline so that the whole stop fits a pod's termination grace period.
+        """
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        with self._lock:  # no controller starts after this point
+            controllers_started = self._controllers_started
         for controller in self._controllers:
-            if not controller.stop(timeout=6.0):
+            controller.queue.shutdown()  # stop intake everywhere first, then wait for in-flight work
+        for controller in self._controllers:
+            if not controller.stop(timeout=max(0.0, deadline - time.monotonic() - 2.0)):
                 log.warning("in-flight reconciles still running at shutdown", extra=fields(
                     controller=controller.name))
-        for _, stop in self._runnables:
-            stop()
+        if controllers_started:
+            for _, stop in self._runnables:
+                stop()
         for informer in self._informers.values():
-            informer.stop()
+            informer.stop(timeout=0)  # signal all, then wait for all
+        for informer in self._informers.values():
+            informer.stop(timeout=max(0.1, deadline - time.monotonic()))
         if self._elector is not None:
             self._elector.stop(release=not self.lost_leadership)
         for probe in self._probes:

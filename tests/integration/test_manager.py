@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Controller
 from velashard.kube.manager import LeaderElectionConfig, Manager
@@ -27,6 +28,13 @@ WIDGET_CRD = {
              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
 }
+
+
+def lease_holder(kube: KubeClient, name: str, namespace: str) -> str | None:
+    try:
+        return (kube.get(LEASES, name, namespace).get("spec") or {}).get("holderIdentity")
+    except errors.NotFound:
+        return None
 
 
 def get(url: str) -> tuple[int, str]:
@@ -80,7 +88,7 @@ def run_manager() -> Iterator[Callable[[Manager], Running]]:
 
 
 def test_ready_once_informers_synced_and_every_request_names_the_shard(make_apiserver, run_manager):
-    server = make_apiserver()
+    server = make_apiserver(bookmark_interval=0.2)
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="shard-7")
     setup = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test-setup")
     manager = Manager(kube, "shard-7", LeaderElectionConfig("velashard-shard-7", "default", "replica-1", 2.0, 1.5,
@@ -93,7 +101,7 @@ def test_ready_once_informers_synced_and_every_request_names_the_shard(make_apis
     manager.add_controller(controller)
     running = run_manager(manager)
 
-    eventually(lambda: kube.get(LEASES, "velashard-shard-7", "default")["spec"]["holderIdentity"] == "replica-1")
+    eventually(lambda: lease_holder(kube, "velashard-shard-7", "default") == "replica-1")
     assert running.health("/healthz") == 200
     time.sleep(0.5)
     assert running.health("/readyz") == 503
@@ -107,13 +115,18 @@ def test_ready_once_informers_synced_and_every_request_names_the_shard(make_apis
     assert 'velashard_reconcile_total{controller="widgets",result="success"}' in metrics
     assert 'velashard_informer_objects{resource="widgets.example.com"} 1.0' in metrics
     assert running.stop() < 10 and running.code == 0
-    assert not kube.get(LEASES, "velashard-shard-7", "default")["spec"].get("holderIdentity")  # released
+    assert not lease_holder(kube, "velashard-shard-7", "default")  # released on a graceful stop
 
-    records = json.loads(get(f"{server.url}/debug/audit?since=0")[1])["items"]
-    agents = {r["userAgent"] for r in records}
+    def audited() -> tuple[set[str], set[tuple[str, str]]]:
+        records = json.loads(get(f"{server.url}/debug/audit?since=0")[1])["items"]
+        return ({r["userAgent"] for r in records},
+                {(r["verb"], r["resource"]) for r in records if "shard=shard-7" in r["userAgent"]})
+
+    # A watch is audited when it ends, which the server notices at its next bookmark.
+    eventually(lambda: ("watch", "widgets") in audited()[1])
+    agents, ours = audited()
     assert agents == {"velashard/0.1.0 (shard=shard-7)", "velashard/0.1.0 (shard=test-setup)"}, agents
-    ours = {(r["verb"], r["resource"]) for r in records if "shard=shard-7" in r["userAgent"]}
-    assert {("list", "widgets"), ("watch", "widgets"), ("update", "leases")} <= ours, ours
+    assert {("list", "widgets"), ("watch", "widgets"), ("get", "leases"), ("update", "leases")} <= ours, ours
 
 
 def test_a_stop_during_cache_sync_is_prompt_and_a_sync_timeout_fails(make_apiserver, run_manager):

@@ -63,7 +63,11 @@ def test_sharding_on_with_gates_pdb_and_placement():
     assert mutating["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
     assert mutating["failurePolicy"] == "Ignore" and mutating["timeoutSeconds"] == 5
     assert mutating["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
-    assert find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]["failurePolicy"] == "Ignore"
+    validating = find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert validating["failurePolicy"] == "Ignore" and validating["rules"][0]["operations"] == ["UPDATE"]
+    gated = render({"sharding": {"enabled": True}, "featureGates": {"ValidateComponentWhenSharding": True}})
+    assert find(gated, "ValidatingWebhookConfiguration")["webhooks"][0]["rules"][0]["operations"] == ["CREATE",
+                                                                                                    "UPDATE"]
     assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     validate(build_parser().parse_args(args), build_parser())
 

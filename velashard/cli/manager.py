@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -42,9 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lease name prefix; the shard id is appended (default velashard)")
     p.add_argument("--leader-election-identity", default="",
                    help="this replica's identity (default hostname plus a random suffix)")
-    p.add_argument("--lease-duration", type=float, default=15.0)
-    p.add_argument("--renew-deadline", type=float, default=10.0)
-    p.add_argument("--retry-period", type=float, default=2.0)
+    p.add_argument("--leader-election-lease-duration", "--lease-duration", dest="lease_duration", type=duration,
+                   default=15.0, help="how long a standby waits for an unrenewed lease, e.g. 15s (default 15s)")
+    p.add_argument("--leader-election-renew-deadline", "--renew-deadline", dest="renew_deadline", type=duration,
+                   default=10.0, help="the leader gives up if it cannot renew for this long (default 10s)")
+    p.add_argument("--leader-election-retry-period", "--retry-period", dest="retry_period", type=duration,
+                   default=2.0, help="time between lease reads and renewals (default 2s)")
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address (default :8080)")
     p.add_argument("--health-addr", default=":9440", help="/healthz and /readyz address (default :9440)")
     p.add_argument("--enable-sharding", action="store_true",
@@ -84,6 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds: a plain number, or a Go duration as KubeVela's flags take them ("15s", "500ms", "1m30s")."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use seconds (15) or a unit (15s, 500ms, 1m)")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
 FEATURE_GATES = ("DisableWebhookAutoSchedule", "ValidateComponentWhenSharding")

@@ -7,6 +7,7 @@ import http.client
 import json
 import logging
 import ssl
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ log = logging.getLogger("velashard.devcluster.admission")
 
 _MUTATING = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 _VALIDATING = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+_MAX_IDLE_PER_WEBHOOK = 16
 
 
 @dataclass
@@ -80,6 +82,9 @@ class Admission:
     def __init__(self, store: Store, service_endpoints: dict[str, str] | None = None):
         self._store = store
         self._endpoints = dict(service_endpoints or {})
+        self._lock = threading.Lock()
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._idle: dict[tuple, list[http.client.HTTPSConnection]] = {}
 
     def active(self) -> bool:
         return bool(self._store.list(_MUTATING)[0] or self._store.list(_VALIDATING)[0])
@@ -215,35 +220,72 @@ class Admission:
         host, _, port = endpoint.rpartition(":")
         return host, int(port), f'{service.get("name")}.{service.get("namespace")}.svc', service.get("path") or "/"
 
+    def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
+        key = ca_bundle or ""
+        with self._lock:
+            context = self._contexts.get(key)
+        if context is None:
+            try:
+                context = (ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode()) if ca_bundle
+                           else ssl.create_default_context())
+            except (ValueError, ssl.SSLError) as err:
+                raise WebhookCallError(f"invalid caBundle: {err}")
+            with self._lock:
+                self._contexts[key] = context
+        return context
+
     def _post(self, hook: dict[str, Any], review: dict[str, Any]) -> Any:
         client_config = hook.get("clientConfig") or {}
         host, port, server_name, path = self._target(client_config)
-        ca_bundle = client_config.get("caBundle")
-        try:
-            if ca_bundle:
-                context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
-            else:
-                context = ssl.create_default_context()
-        except (ValueError, ssl.SSLError) as err:
-            raise WebhookCallError(f"invalid caBundle: {err}")
+        context = self._context(client_config.get("caBundle"))
         timeout = min(max(int(hook.get("timeoutSeconds") or 10), 1), 30)
         body = json.dumps(review).encode()
         url = f"https://{host}:{port}{path}"
-        conn = _VerifyingHTTPSConnection(host, port, server_name, context, timeout)
-        try:
-            conn.request("POST", path, body, {"Content-Type": "application/json", "Accept": "application/json"})
-            resp = conn.getresponse()
-            payload = resp.read()
-        except (OSError, http.client.HTTPException) as err:
-            raise WebhookCallError(f'failed to call webhook: Post "{url}": {err}')
-        finally:
-            conn.close()
+        key = (host, port, server_name, client_config.get("caBundle") or "")
+        # Connections are kept alive and reused, as kube-apiserver does: a TLS handshake per call
+        # would cost more than the webhook itself. A reused connection the peer closed is retried once.
+        for attempt in range(2):
+            conn, reused = self._checkout(key, host, port, server_name, context, timeout)
+            try:
+                conn.request("POST", path, body, {"Content-Type": "application/json", "Accept": "application/json"})
+                resp = conn.getresponse()
+                payload = resp.read()
+            except (OSError, http.client.HTTPException) as err:
+                conn.close()
+                if reused and attempt == 0 and not isinstance(err, TimeoutError):
+                    continue
+                raise WebhookCallError(f'failed to call webhook: Post "{url}": {err}')
+            if resp.will_close:
+                conn.close()
+            else:
+                self._checkin(key, conn)
+            break
         if resp.status != 200:
             raise WebhookCallError(f"received invalid webhook response: HTTP {resp.status}: {payload[:200]!r}")
         try:
             return json.loads(payload)
         except ValueError as err:
             raise WebhookCallError(f"received invalid webhook response: {err}")
+
+    def _checkout(self, key: tuple, host: str, port: int, server_name: str, context: ssl.SSLContext,
+                  timeout: float) -> tuple[http.client.HTTPSConnection, bool]:
+        with self._lock:
+            idle = self._idle.get(key)
+            conn = idle.pop() if idle else None
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn, True
+        return _VerifyingHTTPSConnection(host, port, server_name, context, timeout), False
+
+    def _checkin(self, key: tuple, conn: http.client.HTTPSConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < _MAX_IDLE_PER_WEBHOOK:
+                idle.append(conn)
+                return
+        conn.close()
 
 
 class _VerifyingHTTPSConnection(http.client.HTTPSConnection):

@@ -78,6 +78,8 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
 
     rules = [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
               "resources": ["applications"], "scope": "Namespaced"}]
+    # Shard-label protection concerns updates only; creates need the validating call only to check components.
+    validating_rules = [dict(rules[0], operations=["CREATE", "UPDATE"] if opts.validate_components else ["UPDATE"])]
     mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                 "metadata": {"name": opts.mutating_name}, "webhooks": [{
                     "name": "mutating.core.oam.dev.v1beta1.applications", "clientConfig": client_config(MUTATING_PATH),
@@ -88,7 +90,7 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
     validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                   "metadata": {"name": opts.validating_name}, "webhooks": [{
                       "name": "validating.core.oam.dev.v1beta1.applications",
-                      "clientConfig": client_config(VALIDATING_PATH), "rules": rules,
+                      "clientConfig": client_config(VALIDATING_PATH), "rules": validating_rules,
                       "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
                       "failurePolicy": opts.validating_failure_policy}]}
     return mutating, validating

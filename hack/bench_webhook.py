@@ -1,0 +1,157 @@
+"""Webhook latency benchmark, printing one JSON object.
+
+- handler: p50/p99 of the mutating decision alone (parse + decide) and through the Flask app;
+- end to end: Application creates at a fixed rate (default 200/s) through `velashard apiserver`,
+  with the mutating webhook (served by gunicorn over HTTPS, as the master runs it) and without it,
+  side by side in one run; the p99 ratio is the figure (goal <= 1.5; handler p99 goal <= 2 ms).
+
+    python hack/bench_webhook.py [--creates 2000] [--rate 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from hack.bench_apiserver import _commit, percentile, request, start_server  # noqa: E402
+
+
+def review(i: int) -> dict:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "operation": "CREATE",
+        "kind": {"group": "core.oam.dev", "version": "v1beta1", "kind": "Application"},
+        "userInfo": {"username": "bench"},
+        "object": {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                   "metadata": {"name": f"a-{i}", "namespace": "bench"},
+                   "spec": {"components": [{"name": "c", "type": "worker", "properties": {"image": "x"}}]}}}}
+
+
+def bench_handler(n: int = 5000) -> dict:
+    from velashard.sharding.strategies import Scheduler
+    from velashard.webhook.decisions import MutationContext, ValidationContext, mutate, parse_review
+    from velashard.webhook.server import MUTATING_PATH, create_app
+
+    scheduler = Scheduler("round-robin")
+    ctx = MutationContext(pick=lambda app: scheduler.pick(app, ["shard-0", "shard-1", "shard-2"]))
+    bodies = [json.dumps(review(i)).encode() for i in range(n)]
+    direct = []
+    for body in bodies:
+        t0 = time.perf_counter()
+        mutate(parse_review(body), ctx)
+        direct.append((time.perf_counter() - t0) * 1000)
+    client = create_app(ctx, ValidationContext()).test_client()
+    flask = []
+    for body in bodies:
+        t0 = time.perf_counter()
+        client.post(MUTATING_PATH, data=body)
+        flask.append((time.perf_counter() - t0) * 1000)
+    return {"handler_ms_p50": round(percentile(direct, 0.5), 4), "handler_ms_p99": round(percentile(direct, 0.99), 4),
+            "flask_ms_p99": round(percentile(flask, 0.99), 3)}
+
+
+def paced_creates(host: str, port: int, namespace: str, count: int, rate: float, threads: int = 4) -> list[float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.2
+
+    def worker(indices: range) -> None:
+        conn = http.client.HTTPConnection(host, port)
+        for i in indices:
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            t0 = time.perf_counter()
+            code, _ = request(conn, "POST", f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications", {
+                "apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": f"a-{i}"},
+                "spec": {"components": [{"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
+            with lock:
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+    workers = [threading.Thread(target=worker, args=(range(t, count, threads),)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return latencies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--creates", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=200.0)
+    args = parser.parse_args()
+    result = {"benchmark": "webhook-latency", "cores": os.cpu_count(), "commit": _commit(), **bench_handler()}
+
+    from velashard.core.install import install
+    from velashard.kube.client import KubeClient
+    from velashard.webhook.certificates import make_ca, make_serving_cert
+    from velashard.webhook.runner import WebhookOptions, register
+
+    server, host, port = start_server()
+    workdir = tempfile.mkdtemp(prefix="bench-webhook-")
+    kubeconfig = os.path.join(workdir, "kubeconfig")
+    with open(kubeconfig, "w") as fh:
+        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                   "clusters": [{"name": "c", "cluster": {"server": f"http://{host}:{port}"}}],
+                   "users": [{"name": "u", "user": {"token": "admin"}}],
+                   "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}, fh)
+    ca = make_ca()
+    serving = make_serving_cert(ca, ["127.0.0.1"])
+    cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
+    open(cert, "wb").write(serving.cert_pem)
+    open(key, "wb").write(serving.key_pem)
+    hook_port = _free_port()
+    hook = subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
+                             "--bind", f"127.0.0.1:{hook_port}", "--certfile", cert, "--keyfile", key,
+                             "--namespace", "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = KubeClient.from_kubeconfig(kubeconfig, shard_id="bench", qps=1000, burst=1000)
+        install(client)
+        conn = http.client.HTTPConnection(host, port)
+        for ns in ("without", "with"):
+            request(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+        without = paced_creates(host, port, "without", args.creates, args.rate)
+        register(client, WebhookOptions(url=f"https://127.0.0.1:{hook_port}"), ca.cert_pem)
+        time.sleep(2)  # the server process is up
+        with_hook = paced_creates(host, port, "with", args.creates, args.rate)
+        _, body = request(conn, "GET", "/apis/core.oam.dev/v1beta1/namespaces/with/applications?limit=1")
+        scheduled = bool((json.loads(body)["items"][0]["metadata"].get("labels") or {}).get(
+            "controller.core.oam.dev/scheduled-shard-id"))
+        result.update({
+            "rate_per_second": args.rate, "creates": args.creates, "webhook_scheduled_apps": scheduled,
+            "without_webhook_ms_p50": round(percentile(without, 0.5), 2),
+            "without_webhook_ms_p99": round(percentile(without, 0.99), 2),
+            "with_webhook_ms_p50": round(percentile(with_hook, 0.5), 2),
+            "with_webhook_ms_p99": round(percentile(with_hook, 0.99), 2)})
+        result["p99_ratio"] = round(result["with_webhook_ms_p99"] / result["without_webhook_ms_p99"], 2)
+        result["goals"] = {"handler_ms_p99_max": 2.0, "p99_ratio_max": 1.5}
+        result["meets_goals"] = result["handler_ms_p99"] <= 2.0 and result["p99_ratio"] <= 1.5
+        print(json.dumps(result, indent=2))
+    finally:
+        hook.terminate()
+        hook.wait(10)
+        server.terminate()
+        server.wait(10)
+    return 0
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -79,14 +79,13 @@ class WatchStream:
         if self.closed:
             return
         self.closed = True
-        shutdown = getattr(self._response, "shutdown", None)
-        try:
-            if shutdown is not None:
-                shutdown()  # unblocks a reader in another thread
-            self._response.release_conn()
-            self._response.close()
-        except Exception:  # closing a broken connection may fail in many ways; it is closed either way
-            pass
+        for step in (self._response.shutdown,  # wakes a reader blocked in another thread
+                     self._response.close,  # closes the socket, so the server ends the watch too
+                     self._response.release_conn):  # gives the pool its slot back (it reconnects on next use)
+            try:
+                step()
+            except Exception:  # closing a broken connection may fail in many ways; it is closed either way
+                pass
 
 
 class KubeClient:

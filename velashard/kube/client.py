@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlencode
 
 import urllib3
@@ -150,15 +150,21 @@ class KubeClient:
             "continue": continue_token, "resourceVersion": resource_version})
 
     def list_all(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
-                 field_selector: str | None = None, page_size: int = 500) -> tuple[list[dict[str, Any]], str]:
-        """Every page of a list; returns the items and the first page's resourceVersion."""
+                 field_selector: str | None = None, page_size: int = 500,
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 ) -> tuple[list[dict[str, Any]], str]:
+        """Every page of a list; returns the items and the first page's resourceVersion.
+
+        `transform` is applied page by page, so that only one page of untransformed objects is ever held.
+        """
         items: list[dict[str, Any]] = []
         token: str | None = None
         rv = ""
         while True:
             page = self.list(res, namespace, label_selector, field_selector, page_size, token)
             rv = rv or page["metadata"].get("resourceVersion", "")
-            items.extend(page.get("items") or [])
+            page_items = page.get("items") or []
+            items.extend(map(transform, page_items) if transform else page_items)
             token = page["metadata"].get("continue")
             if not token:
                 return items, rv

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +36,22 @@ def strip_unread_fields(obj: Obj) -> Obj:
     if annotations and LAST_APPLIED in annotations:
         annotations.pop(LAST_APPLIED)
     return obj
+
+
+_SHARED_VALUES = frozenset(("apiVersion", "kind", "namespace"))
+
+
+def share_strings(value: Any, key: str = "") -> Any:
+    """A copy of a decoded object whose keys, and values that repeat across objects (kinds, namespaces,
+    labels), are interned: each watch event is decoded on its own, so without this every cached object
+    carries its own copy of every key (about 40% of a small object's memory)."""
+    if isinstance(value, dict):
+        labels = key == "labels"
+        return {sys.intern(k): sys.intern(v) if isinstance(v, str) and (labels or k in _SHARED_VALUES)
+                else share_strings(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [share_strings(v, key) for v in value]
+    return value
 
 
 @dataclass
@@ -159,8 +176,8 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        items, rv = self.client.list_all(self.resource, self.namespace, self.label_selector, self.field_selector)
-        objects = [self._transform(o) for o in items]
+        objects, rv = self.client.list_all(self.resource, self.namespace, self.label_selector, self.field_selector,
+                                           transform=self._transform)
         previous = self.store.replace(objects)
         self._rv = rv
         self.relists += 1
@@ -213,7 +230,7 @@ class Informer:
         return received or time.monotonic() - started > 1.0
 
     def _transform(self, obj: Obj) -> Obj:
-        return self.transform(obj) if self.transform else obj
+        return share_strings(self.transform(obj) if self.transform else obj)
 
     def _dispatch(self, kind: str, obj: Obj, old: Obj | None = None) -> None:
         with self._dispatch_lock:

@@ -1,10 +1,13 @@
-"""The informer cache: indexes added to a shared store, and errors mapped from Status objects."""
+"""The informer cache: indexes added to a shared store, shared strings, and errors mapped from Status objects."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from velashard.kube.errors import Unauthorized, error_from_response
+from velashard.kube.informer import share_strings
 from velashard.kube.store import Store, label_index, namespace_index
 
 
@@ -34,3 +37,16 @@ def test_the_same_label_index_may_be_asked_for_twice_but_a_name_cannot_change_me
 def test_unauthorized_is_its_own_error():
     err = error_from_response(401, b'{"kind":"Status","reason":"Unauthorized","message":"no token"}')
     assert isinstance(err, Unauthorized) and err.code == 401 and "no token" in str(err)
+
+
+def test_shared_strings_keep_the_object_equal_and_share_repeating_parts():
+    def decoded(name: str) -> dict:  # as two separate watch events would decode them
+        return json.loads(json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": name, "namespace": "team-a", "labels": {"app": "web"}}, "data": {"k": ["v"]}}))
+
+    a, b = share_strings(decoded("a")), share_strings(decoded("b"))
+    assert a == decoded("a")
+    key_a, key_b = next(iter(a["metadata"])), next(iter(b["metadata"]))
+    assert key_a is key_b
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["metadata"]["labels"]["app"] is b["metadata"]["labels"]["app"]

@@ -94,6 +94,9 @@ class KubeClient:
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
         self.user_agent = user_agent(shard_id, component)
+        # Every watch holds a connection while workers, leases and writes need more: with the client's
+        # default (5 per core) a controller opens and discards connections all the time.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
         self._rest = RESTClientObject(configuration)
         self._limiter = TokenBucket(qps, burst)
 

@@ -245,7 +245,7 @@ class Admission:
         # Connections are kept alive and reused, as kube-apiserver does: a TLS handshake per call
         # would cost more than the webhook itself. A reused connection the peer closed is retried once.
         for attempt in range(2):
-            conn, reused = self._checkout(key, host, port, server_name, context, timeout)
+            conn, reused = self._checkout(key, host, port, server_name, context, timeout, fresh=attempt > 0)
             try:
                 conn.request("POST", path, body, {"Content-Type": "application/json", "Accept": "application/json"})
                 resp = conn.getresponse()
@@ -253,6 +253,7 @@ class Admission:
             except (OSError, http.client.HTTPException) as err:
                 conn.close()
                 if reused and attempt == 0 and not isinstance(err, TimeoutError):
+                    self._drop_idle(key)  # the peer closed idle connections: its other ones are stale too
                     continue
                 raise WebhookCallError(f'failed to call webhook: Post "{url}": {err}')
             if resp.will_close:
@@ -268,16 +269,22 @@ class Admission:
             raise WebhookCallError(f"received invalid webhook response: {err}")
 
     def _checkout(self, key: tuple, host: str, port: int, server_name: str, context: ssl.SSLContext,
-                  timeout: float) -> tuple[http.client.HTTPSConnection, bool]:
+                  timeout: float, fresh: bool = False) -> tuple[http.client.HTTPSConnection, bool]:
         with self._lock:
             idle = self._idle.get(key)
-            conn = idle.pop() if idle else None
+            conn = idle.pop() if idle and not fresh else None
         if conn is not None:
             conn.timeout = timeout
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
             return conn, True
         return _VerifyingHTTPSConnection(host, port, server_name, context, timeout), False
+
+    def _drop_idle(self, key: tuple) -> None:
+        with self._lock:
+            stale = self._idle.pop(key, [])
+        for conn in stale:
+            conn.close()
 
     def _checkin(self, key: tuple, conn: http.client.HTTPSConnection) -> None:
         with self._lock:

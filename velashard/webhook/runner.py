@@ -6,10 +6,13 @@ import base64
 import datetime
 import logging
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -151,7 +154,26 @@ class WebhookRunner:
         self._thread = threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True)
         self._thread.start()
         threading.Thread(target=self._renew_loop, name="webhook-cert-renewal", daemon=True).start()
-        register(self.client, self.opts, self._ca.cert_pem)
+        threading.Thread(target=self._register_when_serving, name="webhook-register", daemon=True).start()
+
+    def _register_when_serving(self, timeout: float = 60.0) -> None:
+        """Point the API server at the webhooks only once they answer, so that no write fails meanwhile."""
+        context = ssl.create_default_context(cadata=self._ca.cert_pem.decode())
+        context.check_hostname = False  # we only ask whether it serves; the API server verifies the name
+        deadline = time.monotonic() + timeout
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{self.opts.port}/healthz", timeout=2,
+                                            context=context):
+                    break
+            except OSError:
+                self._stop.wait(0.2)
+        if self._stop.is_set():
+            return
+        try:
+            register(self.client, self.opts, self._ca.cert_pem)
+        except errors.KubeError as err:
+            log.error("registering the webhooks failed", extra=fields(error=str(err)))
 
     def _write_serving(self, serving: KeyPair) -> None:
         self._serving = serving

@@ -114,6 +114,13 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
             client.create(DEPLOYMENTS, controller_deployment(f"{MASTER_DEPLOYMENT}-local-{i}", f"local-{i}", [
                 "--enable-sharding", f"--shard-id=local-{i}", "--state-keep-interval=30"]))
         kubelet.start()
+        # Sample apps wait for the shards, so that they spread over all of them from the start.
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            running = kubelet.processes()
+            if len(running) == shards + 1 and all(p["ready"] for p in running):
+                break
+            stop.wait(0.2)
         for i in range(apps):
             client.create(APPLICATIONS, sample_app(i))
         print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}", file=out, flush=True)

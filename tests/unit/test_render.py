@@ -170,3 +170,106 @@ def test_health_rules():
     assert resource_health({"kind": "Service", "metadata": {}}) == (True, "Exists")
     assert policy_health("context.output.status.ready == 3", {"status": {"ready": 3}})[0] is True
     assert policy_health("context.output.__class__", {})[0] is False
+
+
+def test_error_message_names_component_trait_and_field(defs):
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "web", "type": "webservice", "properties": {"image": "nginx"},
+                        "traits": [{"type": "scaler", "properties": {"replicas": "x"}}]}), defs, 1)
+    assert str(err.value) == """component "web" trait "scaler": parameter "replicas": 'x' is not of type 'integer'"""
+    assert (err.value.component, err.value.trait, err.value.field) == ("web", "scaler", "replicas")
+
+
+def test_sandbox_blocks_dunder_access():
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom"}), custom_defs("output: {{ ''.__class__.__mro__ }}"), 1)
+    assert err.value.reason == "TemplateError" and "unsafe" in str(err.value)
+
+
+def trait_defs(template: str, patch_type: str, parameters: dict | None = None) -> Definitions:
+    base = custom_defs("output: {apiVersion: v1, kind: ConfigMap, data: {a: '1'}}")
+    base.traits["t"] = {"metadata": {"name": "t", "uid": f"t-{patch_type}", "resourceVersion": "1"},
+                        "spec": {"schematic": {"jinja": {"template": template, "patchType": patch_type,
+                                                         "parameters": parameters or {"type": "object"}}}}}
+    return base
+
+
+def test_custom_trait_patch_types_and_context_output():
+    # The trait reads the workload rendered so far through context.output.
+    json_patch = trait_defs("patch:\n- {op: add, path: /data/b, value: '{{ context.output.data.a }}{{ parameter.x }}'}",
+                            "json-patch", {"type": "object", "properties": {"x": {"type": "string", "default": "2"}}})
+    obj = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), json_patch, 1).components[0]
+    assert obj.workload["data"] == {"a": "1", "b": "12"}
+    merge = trait_defs("patch: {data: {a: null, c: '3'}}", "json-merge-patch")
+    obj = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), merge, 1).components[0]
+    assert obj.workload["data"] == {"c": "3"}
+    bad = trait_defs("patch:\n- {op: replace, path: /nope/x, value: 1}", "json-patch")
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), bad, 1)
+    assert (err.value.reason, err.value.trait) == ("PatchError", "t")
+
+
+def test_additional_properties_only_when_schema_allows():
+    open_defs = custom_defs("output: {apiVersion: v1, kind: ConfigMap, data: {k: '{{ parameter.anything }}'}}")
+    # An absent additionalProperties means closed: unknown parameters are usually typos.
+    open_defs.components["custom"]["spec"]["schematic"]["jinja"]["parameters"] = {
+        "type": "object", "additionalProperties": True}
+    rendered = render_app(app({"name": "c", "type": "custom", "properties": {"anything": "v"}}), open_defs, 1)
+    assert rendered.components[0].workload["data"] == {"k": "v"}
+    closed = custom_defs("output: {apiVersion: v1, kind: ConfigMap}")
+    closed.components["custom"]["spec"]["schematic"]["jinja"]["parameters"] = {
+        "type": "object", "properties": {"known": {"type": "string"}}}
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom", "properties": {"other": "v"}}), closed, 1)
+    assert (err.value.reason, err.value.field) == ("InvalidParameter", "other")
+
+
+def test_context_variables_and_namespace_default():
+    template = ("output:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata: {namespace: elsewhere}\n"
+                "  data: {rev: '{{ context.revision }}', app: '{{ context.appName }}/{{ context.appNamespace }}',"
+                " team: '{{ context.appLabels.team }}'}\n"
+                "outputs:\n  extra: {apiVersion: v1, kind: Secret, metadata: {name: s}}")
+    a = app({"name": "c", "type": "custom"})
+    a["metadata"]["labels"] = {"team": "blue"}
+    comp = render_app(a, custom_defs(template), 4).components[0]
+    assert comp.workload["data"] == {"rev": "demo-v4", "app": "demo/team", "team": "blue"}
+    assert comp.workload["metadata"]["namespace"] == "elsewhere"  # only a default
+    secret = comp.outputs[0]
+    assert secret["metadata"]["namespace"] == "team" and secret["metadata"]["labels"][labels.APP_COMPONENT] == "c"
+
+
+def test_ref_objects_placeholder_and_validation(defs):
+    props = {"objects": [{"resource": "configmap", "name": "cfg"}]}
+    comp = render_app(app({"name": "r", "type": "ref-objects", "properties": props}), defs, 1).components[0]
+    assert comp.workload == {"__refObjects__": props}
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "r", "type": "ref-objects", "properties": {"objects": [{"bogus": 1}]}}), defs, 1)
+    assert err.value.reason == "InvalidParameter" and "bogus" in str(err.value)
+
+
+def test_depends_on_and_duplicate_names(defs):
+    worker = {"name": "a", "type": "worker", "properties": {"image": "x"}}
+    rendered = render_app(app(worker, {**worker, "name": "b", "dependsOn": ["a"]}), defs, 1)
+    assert [c.depends_on for c in rendered.components] == [[], ["a"]]
+    with pytest.raises(RenderError) as err:
+        render_app(app({**worker, "dependsOn": ["zz"]}), defs, 1)
+    assert err.value.field == "dependsOn" and '"zz"' in str(err.value)
+    with pytest.raises(RenderError):
+        render_app(app(worker, worker), defs, 1)
+
+
+def test_webservice_service_only_for_exposed_ports(defs):
+    comp = render_app(app({"name": "w", "type": "webservice", "properties": {"image": "x", "ports": [{"port": 80}]}}),
+                      defs, 1).components[0]
+    assert comp.outputs == []
+
+
+def test_fingerprint_and_recompile_on_new_resource_version():
+    tdefs = custom_defs("output: {apiVersion: v1, kind: ConfigMap}")
+    before = tdefs.fingerprint()
+    render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
+    size = template_cache_info()[0]
+    tdefs.components["custom"]["metadata"]["resourceVersion"] = "2"
+    assert tdefs.fingerprint() != before
+    render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
+    assert template_cache_info()[0] == size + 1  # a new resourceVersion compiles again

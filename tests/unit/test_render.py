@@ -273,3 +273,12 @@ def test_fingerprint_and_recompile_on_new_resource_version():
     assert tdefs.fingerprint() != before
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
     assert template_cache_info()[0] == size + 1  # a new resourceVersion compiles again
+
+
+def test_unknown_container_name_is_an_invalid_parameter(defs):
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "w", "type": "worker", "properties": {"image": "busybox"},
+                        "traits": [{"type": "command", "properties": {"containerName": "nope", "addArgs": ["-x"]}}]}),
+                   defs, 1)
+    assert err.value.reason == "InvalidParameter" and err.value.field == "containerName"
+    assert 'no container named "nope"' in str(err.value)

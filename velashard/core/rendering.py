@@ -280,6 +280,14 @@ def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str,
         raise RenderError("UnknownType", f'unknown trait type "{ttype}"', component, ttype, "type")
     jinja = ((definition.get("spec") or {}).get("schematic") or {}).get("jinja") or {}
     params = _validate_parameters(jinja.get("parameters"), trait.get("properties"), component, ttype)
+    target = params.get("containerName")
+    if target is not None:
+        names = [c.get("name") for c in (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+            "containers") or [] if isinstance(c, dict)]
+        if target not in names:
+            raise RenderError("InvalidParameter", f'parameter "containerName": no container named "{target}" in the '
+                              f'workload (containers: {", ".join(map(str, names)) or "none"})', component, ttype,
+                              "containerName")
     context = {**_context(app, component, revision), "output": copy.deepcopy(workload)}
     result = _render_template(definition, jinja.get("template", ""), {"parameter": params, "context": context},
                               component, ttype)

@@ -42,8 +42,31 @@ def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str) 
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
-    updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
+    try:
+        updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
+    except errors.KubeError:
+        _roll_back(client, meta["namespace"], meta["name"])
+        raise
     log.info("application scheduled", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}', shard=shard,
                                                     previous=(meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID,
                                                                                             "-"), reason=reason))
     return updated
+
+
+def _roll_back(client: KubeClient, namespace: str, name: str) -> None:
+    """The app kept its shard (conflict, denial, outage): give its dependents the app's label back, or its
+    shard would find them gone from its cache and let the app go with nobody reconciling it."""
+    try:
+        app = client.get(APPLICATIONS, name, namespace)
+    except errors.KubeError as err:
+        log.error("cannot roll back a failed move", extra=fields(key=f"{namespace}/{name}", error=str(err)))
+        return
+    shard = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+    for res, obj in dependents(client, namespace, name):
+        if (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) != shard:
+            try:
+                client.patch(res, obj["metadata"]["name"], _label_patch(shard), obj["metadata"].get("namespace"))
+            except errors.KubeError as err:
+                log.error("cannot roll back a dependent", extra=fields(key=f"{namespace}/{name}", error=str(err)))
+    log.warning("move failed; dependents returned to the app's shard", extra=fields(
+        key=f"{namespace}/{name}", shard=shard or "-"))

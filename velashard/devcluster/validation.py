@@ -1,4 +1,8 @@
-"""Kubernetes' apimachinery validation rules for names, labels, annotations and object metadata."""
+"""Kubernetes' apimachinery validation rules for names, labels, annotations and object metadata.
+
+Messages follow apimachinery's `util/validation` and `util/validation/field` so that a client sees
+the same 422 causes it would see from kube-apiserver.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Go's regexp `^...$` never matches before a trailing newline, so these are used with fullmatch.
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
+_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
+_DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_QUALIFIED_NAME = re.compile(_QUALIFIED_NAME_FMT)
+_LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
+
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+_ORPHAN_FINALIZER = "orphan"
+_FOREGROUND_FINALIZER = "foregroundDeletion"
+# apimachinery refuses these kinds as owners (BannedOwners).
+_BANNED_OWNERS = {("", "v1", "Event")}
 
 
 @dataclass(frozen=True)
@@ -23,116 +37,282 @@ class Cause:
     reason: str = "FieldValueInvalid"
 
 
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    # apimachinery's RegexError: examples joined by ",  or " (two spaces, as Kubernetes prints them).
+    text = msg
+    if examples:
+        text += " (e.g. " + ",  or ".join(f"'{e}'" for e in examples) + ", "
+    else:
+        text += " ("
+    return text + f"regex used for validation is '{fmt}')"
+
+
+def _max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+def _byte_len(value: str) -> int:
+    # Go measures strings in bytes.
+    return len(value.encode("utf-8", "surrogatepass"))
+
+
 def is_dns1123_label(value: str) -> list[str]:
+    """Errors for a DNS-1123 label (namespace names, Service names, ...); empty list when valid."""
+    if not isinstance(value, str):
+        return ["must be a string"]
     errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errs.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+    if _byte_len(value) > 63:
+        errs.append(_max_len_error(63))
+    if not _DNS1123_LABEL.fullmatch(value):
+        errs.append(_regex_error("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+                                 "'-', and must start and end with an alphanumeric character",
+                                 _DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errs
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
+    """Errors for a DNS-1123 subdomain (most object names); empty list when valid."""
+    if not isinstance(value, str):
+        return ["must be a string"]
     errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errs.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-                    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-                    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    if _byte_len(value) > 253:
+        errs.append(_max_len_error(253))
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        errs.append(_regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                                 "characters, '-' or '.', and must start and end with an alphanumeric character",
+                                 _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
 
 
+_QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                       "alphanumeric character")
+
+
 def is_qualified_name(value: str) -> list[str]:
-    """Label and annotation keys: an optional DNS-subdomain prefix and '/', then a name of at most 63 chars."""
+    """Label and annotation keys, finalizers: an optional DNS-subdomain prefix and '/', then a name of <= 63."""
     if not isinstance(value, str):
         return ["must be a string"]
     parts = value.split("/")
+    errs: list[str] = []
     if len(parts) == 1:
         name = parts[0]
-        errs: list[str] = []
     elif len(parts) == 2:
         prefix, name = parts
         if not prefix:
-            errs = ["prefix part must be non-empty"]
+            errs.append("prefix part must be non-empty")
         else:
-            errs = ["prefix part " + e for e in is_dns1123_subdomain(prefix)]
+            errs += ["prefix part " + e for e in is_dns1123_subdomain(prefix)]
     else:
-        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
-                "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix "
-                "and '/' (e.g. 'example.com/MyName')"]
+        return ["a qualified name " + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                   "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
     if not name:
         errs.append("name part must be non-empty")
-    else:
-        if len(name) > 63:
-            errs.append("name part must be no more than 63 characters")
-        if not _QUALIFIED_NAME.match(name):
-            errs.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-                        "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
-                        "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+    elif _byte_len(name) > 63:
+        errs.append("name part " + _max_len_error(63))
+    # Kubernetes reports the regex error even for an empty name part.
+    if not _QUALIFIED_NAME.fullmatch(name):
+        errs.append("name part " + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                "123-abc"))
     return errs
 
 
 def is_valid_label_value(value: str) -> list[str]:
+    """Errors for a label value: empty, or a qualified-name-like string of at most 63 characters."""
     if not isinstance(value, str):
         return ["must be a string"]
     errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE.match(value):
-        errs.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
-                    "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+    if _byte_len(value) > 63:
+        errs.append(_max_len_error(63))
+    if not _LABEL_VALUE.fullmatch(value):
+        errs.append(_regex_error("a valid label must be an empty string or consist of alphanumeric characters, "
+                                 "'-', '_' or '.', and must start and end with an alphanumeric character",
+                                 _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
 
 
-def _invalid(field: str, value: Any, message: str) -> Cause:
-    return Cause(field, f"Invalid value: {json.dumps(value)}: {message}")
+def is_valid_path_segment_name(value: str) -> list[str]:
+    """Names that only have to be usable in a URL path (e.g. RBAC roles, which allow ':')."""
+    if value in (".", ".."):
+        return [f"may not be '{value}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in value]
+
+
+# --- field errors, formatted like apimachinery's field.Error ---------------------------------------------
+
+def format_value(value: Any) -> str:
+    """A bad value as Kubernetes prints it: Go %q for strings, plain for numbers and booleans."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def invalid(field: str, value: Any, detail: str) -> Cause:
+    return Cause(field, f"Invalid value: {format_value(value)}: {detail}" if detail else
+                 f"Invalid value: {format_value(value)}")
+
+
+def type_invalid(field: str, value: Any, detail: str) -> Cause:
+    return Cause(field, f"Invalid value: {format_value(value)}: {detail}", "FieldValueTypeInvalid")
+
+
+def required(field: str, detail: str = "") -> Cause:
+    return Cause(field, f"Required value: {detail}" if detail else "Required value", "FieldValueRequired")
+
+
+def forbidden(field: str, detail: str) -> Cause:
+    return Cause(field, f"Forbidden: {detail}", "FieldValueForbidden")
+
+
+def not_supported(field: str, value: Any, supported: list[str]) -> Cause:
+    choices = ", ".join(json.dumps(s, ensure_ascii=False) for s in supported)
+    return Cause(field, f"Unsupported value: {format_value(value)}: supported values: {choices}",
+                 "FieldValueNotSupported")
+
+
+def too_long(field: str, limit: int) -> Cause:
+    return Cause(field, f"Too long: may not be more than {limit} bytes", "FieldValueTooLong")
+
+
+def too_many(field: str, actual: int, limit: int) -> Cause:
+    return Cause(field, f"Too many: {actual}: must have at most {limit} items", "FieldValueTooMany")
+
+
+# --- object metadata -----------------------------------------------------------------------------------
+
+def _name_errors(name: str, validator: str, prefix: bool) -> list[str]:
+    if validator == "skip":
+        return []
+    if validator == "path_segment":
+        return is_valid_path_segment_name(name)
+    if prefix and name.endswith("-"):
+        # A generateName may end in '-': the random suffix makes the full name valid.
+        name = name[:-1] + "a"
+    return is_dns1123_label(name) if validator == "label" else is_dns1123_subdomain(name)
+
+
+def _string_map(meta: dict[str, Any], field: str, causes: list[Cause]) -> dict[str, Any]:
+    value = meta.get(field)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        causes.append(invalid(f"metadata.{field}", value, "must be a map of strings"))
+        return {}
+    return value
+
+
+def _parse_api_version(api_version: str) -> tuple[str, str]:
+    """(group, version) as schema.ParseGroupVersion reads it; ("", "") when unparseable."""
+    if not api_version:
+        return "", ""
+    parts = api_version.split("/")
+    if len(parts) == 1:
+        return "", parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    return "", ""
+
+
+def _validate_owner_references(refs: Any, causes: list[Cause]) -> None:
+    path = "metadata.ownerReferences"
+    if refs is None:
+        return
+    if not isinstance(refs, list):
+        causes.append(invalid(path, refs, "must be a list"))
+        return
+    first_controller = ""
+    for i, ref in enumerate(refs):
+        # Kubernetes leaves the index out of these paths; we keep it, so the cause says which reference.
+        item = f"{path}[{i}]"
+        if not isinstance(ref, dict):
+            causes.append(invalid(item, ref, "must be an object"))
+            continue
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        group, version = _parse_api_version(api_version)
+        if not version:
+            causes.append(invalid(f"{item}.apiVersion", api_version, "version must not be empty"))
+        if not kind:
+            causes.append(invalid(f"{item}.kind", kind, "must not be empty"))
+        if not ref.get("name"):
+            causes.append(invalid(f"{item}.name", str(ref.get("name") or ""), "must not be empty"))
+        if not ref.get("uid"):
+            causes.append(invalid(f"{item}.uid", str(ref.get("uid") or ""), "must not be empty"))
+        if (group, version, kind) in _BANNED_OWNERS:
+            causes.append(invalid(item, ref, f"{group}/{version}, Kind={kind} is disallowed from being an owner"))
+        if ref.get("controller") is True:
+            current = f"{kind}/{ref.get('name') or ''}"
+            if first_controller:
+                causes.append(invalid(path, refs, "Only one reference can have Controller set to true. Found "
+                                      f"\"true\" in references for {first_controller} and {current}"))
+            else:
+                first_controller = current
+
+
+def _validate_finalizers(finalizers: Any, causes: list[Cause]) -> None:
+    path = "metadata.finalizers"
+    if finalizers is None:
+        return
+    if not isinstance(finalizers, list):
+        causes.append(invalid(path, finalizers, "must be a list of strings"))
+        return
+    for i, finalizer in enumerate(finalizers):
+        # Indexed, unlike Kubernetes' "metadata.finalizers", so the cause says which finalizer.
+        causes += [invalid(f"{path}[{i}]", finalizer, e) for e in is_qualified_name(finalizer)]
+    if _ORPHAN_FINALIZER in finalizers and _FOREGROUND_FINALIZER in finalizers:
+        causes.append(invalid(path, finalizers, f"finalizer {_ORPHAN_FINALIZER} and {_FOREGROUND_FINALIZER} "
+                              "cannot be both set"))
 
 
 def validate_object_meta(meta: dict[str, Any], *, namespaced: bool, name_validator: str = "subdomain") -> list[Cause]:
-    """Validate metadata; `name_validator` is "subdomain", "label" or "skip" (the caller checks the name)."""
+    """Validate metadata as ValidateObjectMetaAccessor does.
+
+    `name_validator` is "subdomain" (most kinds), "label" (e.g. namespaces, services), "path_segment"
+    (e.g. RBAC) or "skip" (the caller checks the name itself).
+    """
+    if not isinstance(meta, dict):
+        return [invalid("metadata", meta, "must be an object")]
     causes: list[Cause] = []
+    generate_name = meta.get("generateName")
+    if generate_name:
+        causes += [invalid("metadata.generateName", generate_name, e)
+                   for e in _name_errors(str(generate_name), name_validator, True)]
     name = meta.get("name")
     if not name:
-        causes.append(Cause("metadata.name", "Required value: name or generateName is required",
-                            "FieldValueRequired"))
-    elif name_validator != "skip":
-        check = is_dns1123_label if name_validator == "label" else is_dns1123_subdomain
-        causes += [_invalid("metadata.name", name, e) for e in check(name)]
-    if namespaced and not meta.get("namespace"):
-        causes.append(Cause("metadata.namespace", "Required value", "FieldValueRequired"))
-    for key, value in (meta.get("labels") or {}).items():
-        causes += [_invalid("metadata.labels", key, e) for e in is_qualified_name(key)]
-        causes += [_invalid("metadata.labels", value, e) for e in is_valid_label_value(value)]
-    annotations = meta.get("annotations") or {}
+        causes.append(required("metadata.name", "name or generateName is required"))
+    else:
+        causes += [invalid("metadata.name", name, e) for e in _name_errors(str(name), name_validator, False)]
+    namespace = meta.get("namespace")
+    if namespaced:
+        if not namespace:
+            causes.append(required("metadata.namespace"))
+        else:
+            causes += [invalid("metadata.namespace", namespace, e) for e in is_dns1123_label(str(namespace))]
+    elif namespace:
+        causes.append(forbidden("metadata.namespace", "not allowed on this type"))
+    generation = meta.get("generation")
+    if isinstance(generation, (int, float)) and not isinstance(generation, bool) and generation < 0:
+        causes.append(invalid("metadata.generation", generation, "must be greater than or equal to 0"))
+    for key, value in _string_map(meta, "labels", causes).items():
+        causes += [invalid("metadata.labels", key, e) for e in is_qualified_name(key)]
+        causes += [invalid("metadata.labels", value, e) for e in is_valid_label_value(value)]
     total = 0
-    for key, value in annotations.items():
-        causes += [_invalid("metadata.annotations", key, e) for e in is_qualified_name(key)]
-        total += len(key) + len(value if isinstance(value, str) else "")
+    for key, value in _string_map(meta, "annotations", causes).items():
+        # Annotation keys are qualified names, but case-insensitively.
+        causes += [invalid("metadata.annotations", key, e)
+                   for e in is_qualified_name(key.lower() if isinstance(key, str) else key)]
+        if not isinstance(value, str):
+            causes.append(invalid("metadata.annotations", value, "must be a string"))
+            continue
+        total += _byte_len(key) + _byte_len(value)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(Cause("metadata.annotations", f"Too long: must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} "
                             "bytes", "FieldValueTooLong"))
-    for i, finalizer in enumerate(meta.get("finalizers") or []):
-        if not isinstance(finalizer, str):
-            causes.append(_invalid(f"metadata.finalizers[{i}]", finalizer, "must be a string"))
-            continue
-        causes += [_invalid(f"metadata.finalizers[{i}]", finalizer, e) for e in is_qualified_name(finalizer)]
-    controllers = 0
-    for i, ref in enumerate(meta.get("ownerReferences") or []):
-        path = f"metadata.ownerReferences[{i}]"
-        if not isinstance(ref, dict):
-            causes.append(_invalid(path, ref, "must be an object"))
-            continue
-        for field in ("apiVersion", "kind", "name", "uid"):
-            if not ref.get(field):
-                causes.append(Cause(f"{path}.{field}", "Required value", "FieldValueRequired"))
-        if ref.get("controller"):
-            controllers += 1
-    if controllers > 1:
-        causes.append(_invalid("metadata.ownerReferences", controllers,
-                               "Only one reference can have Controller set to true"))
+    _validate_owner_references(meta.get("ownerReferences"), causes)
+    _validate_finalizers(meta.get("finalizers"), causes)
     return causes

@@ -1,10 +1,15 @@
-"""Label and field selectors: Kubernetes' syntax, parsing and matching."""
+"""Label and field selectors: Kubernetes' syntax, parsing and matching.
+
+The label-selector grammar follows apimachinery's `labels.Parse` token for token (`in`/`notin` are
+valid keys, `>`/`<` compare integers, a NUL byte ends the input, errors use its wording) with one
+deliberate difference: an empty entry in a value set (`a in ()`, `a in (x,)`) is rejected, where
+kube-apiserver reads it as the empty value `""`.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from velashard.devcluster.validation import is_qualified_name, is_valid_label_value
 
@@ -13,10 +18,16 @@ class SelectorError(ValueError):
     """A selector kube-apiserver would reject; the message names the bad part."""
 
 
+_SET_OPS = ("in", "notin")
+_UNARY_OPS = ("exists", "!")
+
+
 @dataclass(frozen=True)
 class Requirement:
+    """One requirement; operator is one of =, !=, in, notin, exists, !, >, <."""
+
     key: str
-    operator: str  # =, !=, in, notin, exists, !
+    operator: str
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -27,21 +38,41 @@ class Requirement:
             return not present
         if self.operator in ("=", "in"):
             return present and labels[self.key] in self.values
-        # != and notin also match objects without the key (Kubernetes' rule).
-        return not present or labels[self.key] not in self.values
+        if self.operator in ("!=", "notin"):
+            # != and notin also match objects without the key (Kubernetes' rule).
+            return not present or labels[self.key] not in self.values
+        # > and <: a missing key or a non-integer label value never matches.
+        actual = _as_int(labels.get(self.key))
+        if actual is None:
+            return False
+        wanted = _as_int(self.values[0])
+        return actual > wanted if self.operator == ">" else actual < wanted
 
     def __str__(self) -> str:
         if self.operator == "exists":
             return self.key
         if self.operator == "!":
             return "!" + self.key
-        if self.operator in ("=", "!="):
-            return f"{self.key}{self.operator}{self.values[0]}"
-        return f"{self.key} {self.operator} ({','.join(sorted(self.values))})"
+        if self.operator in _SET_OPS:
+            return f"{self.key} {self.operator} ({','.join(self.values)})"
+        return f"{self.key}{self.operator}{self.values[0]}"
+
+
+def _as_int(text: str | None) -> int | None:
+    # Go's strconv.ParseInt(s, 10, 64): optional sign, decimal digits, int64 range.
+    if text is None:
+        return None
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(text)
+    return value if -2**63 <= value < 2**63 else None
 
 
 @dataclass(frozen=True)
 class LabelSelector:
+    """Requirements ANDed together; no requirements matches everything."""
+
     requirements: tuple[Requirement, ...] = ()
 
     @property
@@ -56,117 +87,161 @@ class LabelSelector:
         return ",".join(str(r) for r in self.requirements)
 
 
-_TOKEN = re.compile(r"\s*(!=|==|=|\(|\)|,|!|[^\s!=(),]+)")
+def _canonical(reqs: list[Requirement]) -> LabelSelector:
+    # Kubernetes sorts requirements by key; operator and values break ties so equal selectors compare equal.
+    return LabelSelector(tuple(sorted(reqs, key=lambda r: (r.key, r.operator, r.values))))
 
 
-def _tokens(text: str) -> list[str]:
-    out, pos = [], 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise SelectorError(f"unable to parse selector {text!r} at position {pos}")
-        out.append(m.group(1))
-        pos = m.end()
-    return out
+def _requirement(key: str, operator: str, values: list[str]) -> Requirement:
+    """Validate as labels.NewRequirement does; values are deduplicated and sorted like a sets.String."""
+    key_errors = is_qualified_name(key)
+    if key_errors:
+        raise SelectorError(f'key: Invalid value: "{key}": {"; ".join(key_errors)}')
+    unique = sorted(set(values))
+    if operator in _SET_OPS and not unique:
+        raise SelectorError("values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty")
+    if operator in (">", "<"):
+        if len(unique) != 1:
+            raise SelectorError("values: for 'Gt', 'Lt' operators, exactly one value is required")
+        if _as_int(unique[0]) is None:
+            raise SelectorError(f'values[0]: Invalid value: "{unique[0]}": for \'Gt\', \'Lt\' operators, the value '
+                                "must be an integer")
+    for i, value in enumerate(unique):
+        value_errors = is_valid_label_value(value)
+        if value_errors:
+            raise SelectorError(f'values[{i}][{key}]: Invalid value: "{value}": {"; ".join(value_errors)}')
+    return Requirement(key, operator, tuple(unique))
 
 
-def _check_key(key: str, text: str) -> None:
-    errs = is_qualified_name(key)
-    if errs:
-        raise SelectorError(f"invalid label key {key!r} in selector {text!r}: {errs[0]}")
+# --- lexer and parser (apimachinery's labels/selector.go grammar) ---------------------------------------
+
+_WHITESPACE = " \t\r\n"
+_SPECIAL = "=!(),<>"
+_ID = "identifier"
+_END = "end of string"
 
 
-def _check_value(value: str, text: str) -> None:
-    errs = is_valid_label_value(value)
-    if errs:
-        raise SelectorError(f"invalid label value {value!r} in selector {text!r}: {errs[0]}")
+def _lex(text: str) -> list[tuple[str, str]]:
+    """Tokens as (kind, literal): kind is _ID, _END or the symbol itself."""
+    text = text.split("\x00", 1)[0]  # Go's lexer treats a NUL byte as the end of input
+    tokens: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            tokens.append((_END, ""))
+            return tokens
+        if text[i] in _SPECIAL:
+            # Longest match: only '==' and '!=' are two characters long.
+            size = 2 if text[i:i + 2] in ("==", "!=") else 1
+            tokens.append((text[i:i + size], text[i:i + size]))
+            i += size
+            continue
+        start = i
+        while i < n and text[i] not in _SPECIAL and text[i] not in _WHITESPACE:
+            i += 1
+        tokens.append((_ID, text[start:i]))
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _lex(text)
+        self.pos = 0
+
+    def peek(self) -> tuple[str, str]:
+        return self.tokens[self.pos]
+
+    def take(self) -> tuple[str, str]:
+        token = self.tokens[self.pos]
+        if token[0] != _END:
+            self.pos += 1
+        return token
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            kind, literal = self.peek()
+            if kind == _END:
+                return reqs
+            if kind not in (_ID, "!"):
+                raise SelectorError(f"found '{literal}', expected: !, identifier, or 'end of string'")
+            reqs.append(self.requirement())
+            kind, literal = self.take()
+            if kind == _END:
+                return reqs
+            if kind != ",":
+                raise SelectorError(f"found '{literal}', expected: ',' or 'end of string'")
+            kind, literal = self.peek()
+            if kind not in (_ID, "!"):
+                raise SelectorError(f"found '{literal}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        kind, key = self.take()
+        negated = kind == "!"
+        if negated:
+            kind, key = self.take()
+        if kind != _ID:
+            raise SelectorError(f"found '{key}', expected: identifier")
+        if negated:
+            return _requirement(key, "!", [])
+        if self.peek()[0] in (_END, ","):
+            return _requirement(key, "exists", [])
+        kind, literal = self.take()
+        if kind == _ID and literal in _SET_OPS:
+            return _requirement(key, literal, self.set_values())
+        if kind in ("=", "==", "!=", ">", "<"):
+            # `==` means `=`; the canonical form writes `=`.
+            return _requirement(key, "=" if kind == "==" else kind, [self.exact_value()])
+        raise SelectorError(f"found '{literal}', expected: in, notin, =, ==, !=, gt, lt")
+
+    def exact_value(self) -> str:
+        if self.peek()[0] in (_END, ","):
+            return ""
+        kind, literal = self.take()
+        if kind != _ID:
+            raise SelectorError(f"found '{literal}', expected: identifier")
+        return literal
+
+    def set_values(self) -> list[str]:
+        kind, literal = self.take()
+        if kind != "(":
+            raise SelectorError(f"found '{literal}' expected: '('")
+        values: list[str] = []
+        while True:
+            kind, literal = self.take()
+            if kind == ")" and not values:
+                # kube-apiserver would read `()` as `("")`; we reject it, as the project asks.
+                raise SelectorError("values: Invalid value: []: for 'in', 'notin' operators, values set can't be "
+                                    "empty")
+            if kind != _ID:
+                raise SelectorError(f"found '{literal}', expected: identifier (empty values are not allowed in a "
+                                    "set)" if kind in (",", ")") else f"found '{literal}', expected: identifier")
+            values.append(literal)
+            kind, literal = self.take()
+            if kind == ")":
+                return values
+            if kind != ",":
+                raise SelectorError(f"found '{literal}', expected: ',' or ')'")
 
 
 def parse_label_selector(text: str) -> LabelSelector:
     """Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h`; an empty string matches everything."""
-    toks = _tokens(text or "")
-    reqs: list[Requirement] = []
-    i = 0
+    if not isinstance(text, str):
+        raise SelectorError("a label selector must be a string")
+    return _canonical(_Parser(text).parse())
 
-    def peek(k: int = 0) -> str | None:
-        return toks[i + k] if i + k < len(toks) else None
 
-    while i < len(toks):
-        tok = toks[i]
-        if tok == "!":
-            key = peek(1)
-            if key is None or key in ("!", "=", "==", "!=", "(", ")", ","):
-                raise SelectorError(f"expected a label key after '!' in selector {text!r}")
-            _check_key(key, text)
-            reqs.append(Requirement(key, "!"))
-            i += 2
-        elif tok in ("=", "==", "!=", "(", ")", ","):
-            raise SelectorError(f"found {tok!r}, expected a label key in selector {text!r}")
-        else:
-            key = tok
-            _check_key(key, text)
-            op = peek(1)
-            if op in ("=", "==", "!="):
-                value = peek(2)
-                if value is None or value == ",":
-                    value, step = "", 2
-                elif value in ("=", "==", "!=", "(", ")", "!"):
-                    raise SelectorError(f"found {value!r}, expected a value for {key!r} in selector {text!r}")
-                else:
-                    step = 3
-                _check_value(value, text)
-                reqs.append(Requirement(key, "!=" if op == "!=" else "=", (value,)))
-                i += step
-            elif op in ("in", "notin"):
-                if peek(2) != "(":
-                    raise SelectorError(f"expected '(' after {op!r} for {key!r} in selector {text!r}")
-                j = i + 3
-                values: list[str] = []
-                expect_value = True
-                while True:
-                    t = toks[j] if j < len(toks) else None
-                    if t is None:
-                        raise SelectorError(f"missing ')' for {key!r} in selector {text!r}")
-                    if t == ")":
-                        if expect_value and values:
-                            raise SelectorError(f"missing value after ',' for {key!r} in selector {text!r}")
-                        break
-                    if t == ",":
-                        if expect_value:
-                            raise SelectorError(f"unexpected ',' for {key!r} in selector {text!r}")
-                        expect_value = True
-                    elif t in ("(", "=", "==", "!=", "!"):
-                        raise SelectorError(f"unexpected {t!r} in the values of {key!r} in selector {text!r}")
-                    else:
-                        if not expect_value:
-                            raise SelectorError(f"expected ',' or ')' for {key!r} in selector {text!r}")
-                        _check_value(t, text)
-                        values.append(t)
-                        expect_value = False
-                    j += 1
-                if not values:
-                    raise SelectorError(f"for 'in', 'notin' operators, values set can't be empty ({key!r} in "
-                                        f"selector {text!r})")
-                reqs.append(Requirement(key, op, tuple(sorted(set(values)))))
-                i = j + 1
-            elif op is None or op == ",":
-                reqs.append(Requirement(key, "exists"))
-                i += 1
-            else:
-                raise SelectorError(f"found {op!r}, expected an operator after {key!r} in selector {text!r}")
-        if i < len(toks):
-            if toks[i] != ",":
-                raise SelectorError(f"found {toks[i]!r}, expected ',' in selector {text!r}")
-            i += 1
-            if i == len(toks):
-                raise SelectorError(f"trailing ',' in selector {text!r}")
-    return LabelSelector(tuple(reqs))
+_EXPRESSION_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 
 
 def label_selector_from_dict(sel: dict[str, Any] | None) -> LabelSelector:
-    """A metav1.LabelSelector (matchLabels, matchExpressions); None and {} match everything."""
+    """A metav1.LabelSelector (matchLabels, matchExpressions).
+
+    None and {} both match everything, as for webhook objectSelector/namespaceSelector (note that
+    Kubernetes' LabelSelectorAsSelector turns a nil selector into "match nothing"; callers for which
+    a missing selector is an error check for None themselves).
+    """
     if sel is None:
         return LabelSelector()
     if not isinstance(sel, dict):
@@ -174,99 +249,126 @@ def label_selector_from_dict(sel: dict[str, Any] | None) -> LabelSelector:
     reqs: list[Requirement] = []
     match_labels = sel.get("matchLabels") or {}
     if not isinstance(match_labels, dict):
-        raise SelectorError("matchLabels must be a map of strings")
-    for key, value in sorted(match_labels.items()):
-        _check_key(str(key), "matchLabels")
-        if not isinstance(value, str):
-            raise SelectorError(f"matchLabels[{key}] must be a string")
-        _check_value(value, "matchLabels")
-        reqs.append(Requirement(key, "=", (value,)))
-    ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
-    for i, expr in enumerate(sel.get("matchExpressions") or []):
+        raise SelectorError("matchLabels: must be a map of strings")
+    for key, value in match_labels.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SelectorError(f"matchLabels: {key!r}: keys and values must be strings")
+        reqs.append(_requirement(key, "=", [value]))
+    expressions = sel.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise SelectorError("matchExpressions: must be a list")
+    for i, expr in enumerate(expressions):
+        where = f"matchExpressions[{i}]"
         if not isinstance(expr, dict):
-            raise SelectorError(f"matchExpressions[{i}] must be an object")
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if not isinstance(key, str):
-            raise SelectorError(f"matchExpressions[{i}].key is required")
-        _check_key(key, "matchExpressions")
-        if op not in ops:
-            raise SelectorError(f'matchExpressions[{i}].operator: "{op}" is not a valid label selector operator')
-        if op in ("In", "NotIn"):
-            if not values:
-                raise SelectorError(f"matchExpressions[{i}].values: must be specified when `operator` is 'In' or "
-                                    f"'NotIn'")
-            for v in values:
-                if not isinstance(v, str):
-                    raise SelectorError(f"matchExpressions[{i}].values must be strings")
-                _check_value(v, "matchExpressions")
-        elif values:
-            raise SelectorError(f"matchExpressions[{i}].values: may not be specified when `operator` is 'Exists' "
-                                f"or 'DoesNotExist'")
-        reqs.append(Requirement(key, ops[op], tuple(sorted(set(values)))))
-    return LabelSelector(tuple(reqs))
+            raise SelectorError(f"{where}: must be an object")
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values")
+        if not isinstance(key, str) or not key:
+            raise SelectorError(f"{where}.key: Required value")
+        if op not in _EXPRESSION_OPS:
+            raise SelectorError(f'{where}.operator: "{op}" is not a valid label selector operator')
+        if values is not None and (not isinstance(values, list) or not all(isinstance(v, str) for v in values)):
+            raise SelectorError(f"{where}.values: must be a list of strings")
+        values = values or []
+        if op in ("In", "NotIn") and not values:
+            raise SelectorError(f"{where}.values: Required value: must be specified when `operator` is 'In' or "
+                                "'NotIn'")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise SelectorError(f"{where}.values: Forbidden: may not be specified when `operator` is 'Exists' or "
+                                "'DoesNotExist'")
+        try:
+            reqs.append(_requirement(key, _EXPRESSION_OPS[op], values))
+        except SelectorError as err:
+            raise SelectorError(f"{where}: {err}") from None
+    return _canonical(reqs)
+
+
+# --- field selectors (apimachinery's fields/selector.go) ------------------------------------------------
+
+class FieldRequirement(NamedTuple):
+    field: str
+    operator: str  # "=" or "!="
+    value: str
 
 
 @dataclass(frozen=True)
 class FieldSelector:
-    requirements: tuple[tuple[str, str, str], ...] = ()  # (field, "=" or "!=", value)
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.requirements
 
     def fields(self) -> set[str]:
-        return {f for f, _, _ in self.requirements}
+        """The field names used, so the server can reject the ones a resource does not support."""
+        return {r.field for r in self.requirements}
 
     def matches(self, fields: Mapping[str, str]) -> bool:
+        """A missing field compares as the empty string, as in Kubernetes."""
         for field, op, value in self.requirements:
-            actual = fields.get(field, "")
-            if (actual == value) != (op == "="):
+            if (fields.get(field, "") == value) != (op == "="):
                 return False
         return True
 
+    def __str__(self) -> str:
+        return ",".join(f"{f}{op}{_escape_field_value(v)}" for f, op, v in self.requirements)
+
+
+def _escape_field_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def _split_terms(text: str) -> list[str]:
+    """Split on commas that are not escaped with a backslash."""
+    terms, start, escaped = [], 0, False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
+
+
+def _unescape_field_value(value: str) -> str:
+    out, escaped = [], False
+    for ch in value:
+        if escaped:
+            if ch not in "\\,=":
+                raise SelectorError(f"invalid field selector: invalid escape sequence: \\{ch}")
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch in ",=":
+            raise SelectorError(f"invalid field selector: unescaped character in value: {ch}")
+        else:
+            out.append(ch)
+    if escaped:
+        raise SelectorError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
 
 def parse_field_selector(text: str) -> FieldSelector:
-    """Parse `f=v,g!=w` (also `==`); backslash escapes a ',' or '=' in a value."""
+    """Parse `f=v,g!=w` (also `==`); a backslash escapes `\\`, `,` and `=` in a value.
+
+    As in Kubernetes, nothing is trimmed and empty terms are skipped; an unknown or empty field name
+    is the server's to reject (fields()), with 400 "field label not supported".
+    """
+    if not isinstance(text, str):
+        raise SelectorError("a field selector must be a string")
     reqs = []
-    for part in _split_unescaped(text or "", ","):
-        if not part.strip():
-            if text.strip():
-                raise SelectorError(f"invalid field selector {text!r}: empty requirement")
+    for term in sorted(_split_terms(text)) if text else []:
+        if not term:
             continue
-        for op in ("!=", "==", "="):
-            idx = _find_unescaped(part, op)
-            if idx >= 0:
-                field, value = part[:idx].strip(), part[idx + len(op):].strip()
-                if not field:
-                    raise SelectorError(f"invalid field selector {part!r}: missing field name")
-                reqs.append((field, "!=" if op == "!=" else "=", value.replace("\\,", ",").replace("\\=", "=")
-                             .replace("\\\\", "\\")))
+        for i in range(len(term)):
+            op = next((o for o in ("!=", "==", "=") if term.startswith(o, i)), None)
+            if op:
+                value = _unescape_field_value(term[i + len(op):])
+                reqs.append(FieldRequirement(term[:i], "!=" if op == "!=" else "=", value))
                 break
         else:
-            raise SelectorError(f"invalid selector: '{part}'; can't understand '{part}'")
+            raise SelectorError(f"invalid selector: '{text}'; can't understand '{term}'")
     return FieldSelector(tuple(reqs))
-
-
-def _find_unescaped(text: str, token: str) -> int:
-    i = 0
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text.startswith(token, i):
-            return i
-        i += 1
-    return -1
-
-
-def _split_unescaped(text: str, sep: str) -> list[str]:
-    parts, current, i = [], "", 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            current += text[i:i + 2]
-            i += 2
-            continue
-        if text[i] == sep:
-            parts.append(current)
-            current = ""
-        else:
-            current += text[i]
-        i += 1
-    parts.append(current)
-    return parts

@@ -1,4 +1,4 @@
-"""JSON patch (RFC 6902): add, remove, replace, move, copy, test."""
+"""JSON patch (RFC 6902): add, remove, replace, move, copy, test, with JSON pointers (RFC 6901)."""
 
 from __future__ import annotations
 
@@ -8,119 +8,137 @@ from typing import Any
 from velashard.patch.errors import PatchError
 
 
-def _pointer(path: Any, where: str) -> list[str]:
-    if not isinstance(path, str) or (path and not path.startswith("/")):
-        raise PatchError(f"{where}: invalid JSON pointer {path!r}")
-    if path == "":
-        return []
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+class _OpError(Exception):
+    """Raised inside one operation; apply_json_patch adds which operation and path."""
 
 
-def _index(container: list, token: str, where: str, allow_end: bool) -> int:
-    if token == "-" and allow_end:
-        return len(container)
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
-        raise PatchError(f"{where}: invalid array index {token!r}")
+def _pointer(path: Any) -> list[str]:
+    if not isinstance(path, str):
+        raise _OpError("path must be a string")
+    if path and not path.startswith("/"):
+        raise _OpError(f"invalid JSON pointer {path!r}: must be empty or start with '/'")
+    # RFC 6901: ~1 before ~0, so that "~01" decodes to "~1".
+    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+
+
+def _index(items: list[Any], token: str, for_add: bool) -> int:
+    if token == "-" and for_add:
+        return len(items)
+    if not token.isascii() or not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise _OpError(f"invalid array index {token!r}")
     idx = int(token)
-    if idx > len(container) or (idx == len(container) and not allow_end):
-        raise PatchError(f"{where}: array index {idx} out of range")
+    if idx > len(items) or (idx == len(items) and not for_add):
+        raise _OpError(f"array index {idx} out of range (length {len(items)})")
     return idx
 
 
-def _parent(doc: Any, tokens: list[str], where: str) -> Any:
+def _resolve(doc: Any, tokens: list[str]) -> Any:
     node = doc
-    for token in tokens[:-1]:
+    for token in tokens:
         if isinstance(node, dict):
             if token not in node:
-                raise PatchError(f"{where}: path not found")
+                raise _OpError("path not found")
             node = node[token]
         elif isinstance(node, list):
-            node = node[_index(node, token, where, False)]
+            if token == "-":
+                raise _OpError("path not found")
+            node = node[_index(node, token, False)]
         else:
-            raise PatchError(f"{where}: path not found")
+            raise _OpError("path not found")
     return node
 
 
-def _get(doc: Any, tokens: list[str], where: str) -> Any:
-    if not tokens:
-        return doc
-    parent = _parent(doc, tokens, where)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"{where}: path not found")
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(parent, last, where, False)]
-    raise PatchError(f"{where}: path not found")
-
-
-def _add(doc: Any, tokens: list[str], value: Any, where: str) -> Any:
+def _add(doc: Any, tokens: list[str], value: Any) -> Any:
     if not tokens:
         return value
-    parent = _parent(doc, tokens, where)
+    parent = _resolve(doc, tokens[:-1])
     last = tokens[-1]
     if isinstance(parent, dict):
         parent[last] = value
     elif isinstance(parent, list):
-        parent.insert(_index(parent, last, where, True), value)
+        parent.insert(_index(parent, last, True), value)
     else:
-        raise PatchError(f"{where}: path not found")
+        raise _OpError("path not found")
     return doc
 
 
-def _remove(doc: Any, tokens: list[str], where: str) -> Any:
+def _remove(doc: Any, tokens: list[str]) -> Any:
     if not tokens:
-        raise PatchError(f"{where}: cannot remove the whole document")
-    parent = _parent(doc, tokens, where)
+        raise _OpError("cannot remove the whole document")
+    parent = _resolve(doc, tokens[:-1])
     last = tokens[-1]
     if isinstance(parent, dict):
         if last not in parent:
-            raise PatchError(f"{where}: path not found")
+            raise _OpError("path not found")
         del parent[last]
     elif isinstance(parent, list):
-        del parent[_index(parent, last, where, False)]
+        if last == "-":
+            raise _OpError("path not found")
+        del parent[_index(parent, last, False)]
     else:
-        raise PatchError(f"{where}: path not found")
+        raise _OpError("path not found")
     return doc
 
 
-def apply_json_patch(target: Any, operations: Any) -> Any:
-    """Apply RFC 6902 operations to a copy of `target`; PatchError names the failing operation and path."""
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: 1 equals 1.0, but true is not 1; objects ignore member order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _apply(doc: Any, op: dict[str, Any]) -> Any:
+    name = op.get("op")
+    tokens = _pointer(op.get("path"))
+    if name in ("add", "replace", "test") and "value" not in op:
+        raise _OpError("missing value")
+    if name == "add":
+        return _add(doc, tokens, copy.deepcopy(op["value"]))
+    if name == "remove":
+        return _remove(doc, tokens)
+    if name == "replace":
+        _resolve(doc, tokens)  # the target must exist
+        return _add(_remove(doc, tokens), tokens, copy.deepcopy(op["value"])) if tokens else copy.deepcopy(op["value"])
+    if name in ("move", "copy"):
+        if "from" not in op:
+            raise _OpError("missing from")
+        source = _pointer(op["from"])
+        if name == "move":
+            if source == tokens:
+                return doc
+            if tokens[:len(source)] == source:
+                raise _OpError("cannot move a value into one of its own children")
+        value = copy.deepcopy(_resolve(doc, source))
+        if name == "move":
+            doc = _remove(doc, source)
+        return _add(doc, tokens, value)
+    if name == "test":
+        actual = _resolve(doc, tokens)
+        if not _json_equal(actual, op["value"]):
+            raise _OpError(f"test failed: value is {actual!r}, expected {op['value']!r}")
+        return doc
+    raise _OpError(f"unknown op {name!r}")
+
+
+def apply_json_patch(target: Any, operations: list[dict[str, Any]]) -> Any:
+    """Apply RFC 6902 operations to a copy of `target`; the patch applies wholly or not at all.
+
+    PatchError names the failing operation, e.g. `json patch operation 2 (replace /spec/x): path not found`.
+    """
     if not isinstance(operations, list):
         raise PatchError("a json patch must be a list of operations")
     doc = copy.deepcopy(target)
     for i, op in enumerate(operations):
         if not isinstance(op, dict):
             raise PatchError(f"json patch operation {i}: must be an object")
-        name = op.get("op")
-        where = f"json patch operation {i} ({name} {op.get('path')})"
-        tokens = _pointer(op.get("path"), where)
-        if name in ("add", "replace", "test") and "value" not in op:
-            raise PatchError(f"{where}: missing value")
-        if name == "add":
-            doc = _add(doc, tokens, copy.deepcopy(op["value"]), where)
-        elif name == "remove":
-            doc = _remove(doc, tokens, where)
-        elif name == "replace":
-            _get(doc, tokens, where)
-            if not tokens:
-                doc = copy.deepcopy(op["value"])
-            else:
-                doc = _remove(doc, tokens, where)
-                doc = _add(doc, tokens, copy.deepcopy(op["value"]), where)
-        elif name in ("move", "copy"):
-            source = _pointer(op.get("from"), where)
-            if name == "move" and tokens[:len(source)] == source and tokens != source:
-                raise PatchError(f"{where}: cannot move a value into one of its children")
-            value = copy.deepcopy(_get(doc, source, where))
-            if name == "move":
-                doc = _remove(doc, source, where)
-            doc = _add(doc, tokens, value, where)
-        elif name == "test":
-            actual = _get(doc, tokens, where)
-            if actual != op["value"] or isinstance(actual, bool) != isinstance(op["value"], bool):
-                raise PatchError(f"{where}: test failed: value is {actual!r}, expected {op['value']!r}")
-        else:
-            raise PatchError(f"json patch operation {i}: unknown op {name!r}")
+        try:
+            doc = _apply(doc, op)
+        except _OpError as err:
+            raise PatchError(f"json patch operation {i} ({op.get('op')} {op.get('path')}): {err}") from None
     return doc

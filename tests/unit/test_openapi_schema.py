@@ -70,7 +70,8 @@ def test_preserve_unknown_fields_still_prunes_inside_known_properties():
      {"m": {"k": "v"}}),
     ({"l": [None, "x"]}, obj_schema(l={"type": "array", "items": {"type": "string", "default": "d"}}),
      {"l": ["d", "x"]}),
-    ({}, obj_schema(o={"type": "object", "default": {"keep": 1, "drop": 2}, "properties": {"keep": {"type": "integer"}}}),
+    ({}, obj_schema(o={"type": "object", "default": {"keep": 1, "drop": 2},
+                       "properties": {"keep": {"type": "integer"}}}),
      {"o": {"keep": 1}}),                                                                 # defaults are pruned too
 ])
 def test_defaulting_and_nulls(value, schema, expected):
@@ -126,7 +127,8 @@ def check(v_schema, value):
 
 
 @pytest.mark.parametrize("v_schema,value,message", [
-    ({"type": "number", "maximum": 5, "exclusiveMaximum": True}, 5, "Invalid value: 5: v in body should be less than 5"),
+    ({"type": "number", "maximum": 5, "exclusiveMaximum": True}, 5,
+     "Invalid value: 5: v in body should be less than 5"),
     ({"type": "number", "minimum": 1.5, "exclusiveMinimum": True}, 1.5,
      "Invalid value: 1.5: v in body should be greater than 1.5"),
     ({"type": "integer", "multipleOf": 3}, 7, "Invalid value: 7: v in body should be a multiple of 3"),
@@ -156,7 +158,8 @@ def check(v_schema, value):
      'Invalid value: "ab": v in body must validate one and only one schema (oneOf)'),
     ({"type": "string", "not": {"enum": ["x"]}}, "x", 'Invalid value: "x": v in body must not validate the schema '
                                                      "(not)"),
-    ({"type": "string", "allOf": [{"minLength": 2}]}, "a", 'Invalid value: "a": v in body should be at least 2 chars long'),
+    ({"type": "string", "allOf": [{"minLength": 2}]}, "a",
+     'Invalid value: "a": v in body should be at least 2 chars long'),
     ({"type": "array", "items": {"type": "string"}}, [None], 'Invalid value: "null": v[0] in body must be of type '
                                                              'string: "null"'),
 ])

@@ -38,6 +38,9 @@ RESCHEDULE_TOTAL = Counter("velashard_reschedule_total", "Applications moved bet
                            ["reason"], registry=REGISTRY)
 WEBHOOK_LATENCY = Histogram("velashard_webhook_duration_seconds", "Admission webhook handling time", ["webhook"],
                             registry=REGISTRY, buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
+APPS_RECONCILED = Gauge("velashard_applications_reconciled",
+                        "Applications in this shard's cache reconciled at least once since they arrived in it",
+                        registry=REGISTRY)
 LEADER = Gauge("velashard_leader", "1 while this process holds its shard's lease", ["lease"], registry=REGISTRY)
 
 

@@ -144,6 +144,8 @@ def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sha
         line = next(l for l in text.splitlines() if l.startswith("velashard_informer_objects{")
                     and "applications.core.oam.dev" in l)
         assert float(line.rsplit(" ", 1)[1]) == counts[shard], line
+        reconciled = next(l for l in text.splitlines() if l.startswith("velashard_applications_reconciled "))
+        assert float(reconciled.split()[1]) == counts[shard], reconciled
 
 
 def test_a_shard_turning_not_ready_moves_its_apps_with_revisions_and_trackers(sharded):

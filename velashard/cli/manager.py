@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ApplicationRevisions kept per application (default 10)")
     p.add_argument("--state-keep-interval", type=float, default=60.0,
                    help="seconds between re-applies that undo drift of managed resources (default 60)")
+    p.add_argument("--cache-managed-resources", action=argparse.BooleanOptionalAction, default=None,
+                   help="watch and cache the Deployments, StatefulSets, Jobs and Services apps manage (default: "
+                        "yes without sharding; no for shards, whose memory must not grow with other shards' apps)")
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
@@ -165,7 +168,10 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     apps = ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
                                                      revision_limit=args.application_revision_limit,
                                                      state_keep_interval=args.state_keep_interval,
-                                                     shard_selector=selector))
+                                                     shard_selector=selector,
+                                                     cache_managed=not args.enable_sharding
+                                                     if args.cache_managed_resources is None
+                                                     else args.cache_managed_resources))
     if not args.enable_sharding:
         return
     reporter = LoadReporter(client, args.namespace, args.shard_id, lambda: len(apps.apps.store))

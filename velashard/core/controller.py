@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -29,7 +30,7 @@ from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
 from velashard.kube.resources import DEPLOYMENTS, JOBS, SERVICES, STATEFULSETS, Resource
 from velashard.kube.store import label_index
-from velashard.observability import fields
+from velashard.observability import APPS_RECONCILED, fields
 
 log = logging.getLogger("velashard.core.controller")
 
@@ -45,6 +46,9 @@ class Options:
     state_keep_interval: float = 60.0
     waiting_requeue: float = 5.0
     shard_selector: str | None = None  # label selector restricting apps, revisions and trackers
+    # Watching managed kinds caches every app's resources in every process, which defeats sharding;
+    # without it live objects are read from the API and waiting apps are polled.
+    cache_managed: bool = True
 
 
 class MovedAway(Exception):
@@ -109,13 +113,16 @@ class ApplicationController:
         self.controller.watch(self.apps, predicate=_app_changed)
         self.controller.watch(self.revisions, to_keys=_app_key, predicate=lambda old, new: old is None)
         self.managed: dict[Resource, Any] = {}
-        for res in MANAGED_KINDS:
+        for res in MANAGED_KINDS if options.cache_managed else ():
             informer = manager.informer(res, label_selector=labels.APP_NAME)
             self.managed[res] = informer
             self.controller.watch(informer, to_keys=lambda obj: self._own_app_keys(obj))
         for informer in (self.component_defs, self.trait_defs):
             self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys())
         manager.add_controller(self.controller)
+        self._reconciled: set[str] = set()
+        self._reconciled_lock = threading.Lock()
+        self._read = threading.local()  # live objects read or written during this thread's reconcile
 
     def _own_app_keys(self, obj: dict[str, Any]) -> list[str]:
         """Only apps this shard caches react to their resources' events."""
@@ -127,11 +134,25 @@ class ApplicationController:
     # --- reconcile -------------------------------------------------------------------------------
 
     def reconcile(self, key: str) -> Result:
+        self._read.objects = {}
         try:
-            return self._reconcile(key)
+            result = self._reconcile(key)
         except MovedAway as err:
             log.info("application is moving to another shard; letting go", extra=fields(key=key, why=str(err)))
+            self._count_reconciled(key, False)
             return DONE
+        app = self.apps.store.get(key)
+        self._count_reconciled(key, app is not None and labels.DRAIN not in (app["metadata"].get("labels") or {}))
+        return result
+
+    def _count_reconciled(self, key: str, held: bool) -> None:
+        """Keeps the gauge of apps this shard holds and has reconciled: how a takeover shows it is complete."""
+        with self._reconciled_lock:
+            if held:
+                self._reconciled.add(key)
+            else:
+                self._reconciled.discard(key)
+            APPS_RECONCILED.set(len(self._reconciled))
 
     def _reconcile(self, key: str) -> Result:
         app = self.apps.store.get(key)
@@ -350,16 +371,27 @@ class ApplicationController:
         return self.client.create(RESOURCE_TRACKERS, tracker)
 
     def _live(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-        """The live object: from the cache for managed kinds we watch, else from the API."""
+        """The live object: from the cache for managed kinds we watch, else what this reconcile already read
+        or wrote, else from the API."""
         informer = self.managed.get(res)
         if informer is not None and informer.has_synced():
             cached = informer.store.get_by(namespace, name)
             if cached is not None:
                 return cached
+        seen = getattr(self._read, "objects", {})
+        key = (res.plural, res.group, namespace, name)
+        if key in seen:
+            return seen[key]
         try:
-            return self.client.get(res, name, namespace)
+            live = self.client.get(res, name, namespace)
         except errors.NotFound:
             return None
+        seen[key] = live
+        return live
+
+    def _wrote(self, res: Resource, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        getattr(self._read, "objects", {})[(res.plural, res.group, meta.get("namespace"), meta["name"])] = obj
 
     def _resource(self, obj: dict[str, Any]) -> Resource:
         return self.discovery.for_kind(obj["apiVersion"], obj["kind"])
@@ -386,7 +418,7 @@ class ApplicationController:
             try:
                 if live is None:
                     try:
-                        self.client.create(res, ownership.with_last_applied(desired))
+                        self._wrote(res, self.client.create(res, ownership.with_last_applied(desired)))
                         continue
                     except errors.AlreadyExists:
                         live = self.client.get(res, meta["name"], namespace)  # the cache lagged behind
@@ -398,7 +430,7 @@ class ApplicationController:
                 if live is not None:
                     merged = ownership.merged_for_update(desired, live)
                     if ownership.needs_update(merged, live):
-                        self.client.update(res, merged)
+                        self._wrote(res, self.client.update(res, merged))
             except errors.Invalid as err:
                 return f'component "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: {err.message}'
             except (errors.Conflict, errors.AlreadyExists):

@@ -50,3 +50,8 @@ def namespace(api_client: client.ApiClient, request: pytest.FixtureRequest) -> s
     name = name + "-" + os.urandom(2).hex()
     client.CoreV1Api(api_client).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos-long", action="store_true",
+                     help="run the long chaos scenario (1,000 apps, 5 minutes of failures) instead of the short one")

@@ -1,0 +1,237 @@
+"""Chaos: a master and 5 slave shards as processes while shards die, new ones join, the master restarts
+once and a tenth of the apps are updated all along; afterwards nothing is lost or handled twice.
+
+The short form runs in CI; `pytest --chaos-long tests/e2e/test_chaos.py` runs 1,000 apps for 5 minutes.
+A killed shard's pod turns NotReady at once, as the kubelet reports it; shard ids are never reused,
+so in the audit log every app's writers must form one unbroken run per shard.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.core.install import install
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import DEPLOYMENTS, NAMESPACES
+from tests.e2e.test_manager_process import free_port
+from tests.e2e.test_sharding import RUNTIME_NS, shard_of, shard_pod, stop_processes, writers_by_app
+from tests.integration.helpers import eventually
+
+log = logging.getLogger("tests.chaos")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    apps: int
+    seconds: float
+    kill_every: float
+    converge_timeout: float
+
+
+SHORT = Scenario(apps=150, seconds=60, kill_every=15, converge_timeout=180)
+LONG = Scenario(apps=1000, seconds=300, kill_every=20, converge_timeout=600)
+
+
+@pytest.fixture
+def scenario(request) -> Scenario:
+    return LONG if request.config.getoption("--chaos-long") else SHORT
+
+
+def chaos_app(i: int, image: str = "busybox:0") -> dict:
+    return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+            "metadata": {"name": f"app-{i}", "namespace": "apps"},
+            "spec": {"components": [{"name": f"app-{i}", "type": "worker", "properties": {"image": image}}]}}
+
+
+def ready(port: int) -> bool:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).status == 200
+    except OSError:
+        return False
+
+
+class Fleet:
+    """The controller processes: a master and slave shards, each slave with a pod whose readiness we set."""
+
+    def __init__(self, kubeconfig: str, kube: KubeClient):
+        self.kubeconfig = kubeconfig
+        self.kube = kube
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.next_id = 0
+        self.webhook_port = free_port()
+
+    def _spawn(self, shard: str, *flags: str) -> None:
+        health = free_port()
+        self.procs[shard] = subprocess.Popen(
+            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", self.kubeconfig, "--enable-sharding",
+             "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0",
+             "--health-addr", f"127.0.0.1:{health}", "--kube-api-qps", "500", "--kube-api-burst", "1000",
+             "--state-keep-interval", "10", "--log-level", "warning", *flags],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        eventually(lambda: ready(health), timeout=60, interval=0.2)
+
+    def start_master(self) -> None:
+        port = self.webhook_port
+        self._spawn("master", "--reschedule-period", "1", "--orphan-grace-period", "2", "--webhook-port", str(port),
+                    "--webhook-url", f"https://127.0.0.1:{port}", "--controller-identity", "admin")
+
+    def add_shard(self) -> str:
+        shard = f"shard-{self.next_id}"
+        self.next_id += 1
+        self._spawn(shard)
+        shard_pod(self.kube, shard, True)
+        return shard
+
+    def kill(self, shard: str) -> None:
+        proc = self.procs.pop(shard)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        shard_pod(self.kube, shard, False)
+
+    def restart_master(self) -> None:
+        proc = self.procs.pop("master")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        self.start_master()
+
+    @property
+    def shards(self) -> list[str]:
+        return [s for s in self.procs if s != "master"]
+
+
+class Updater(threading.Thread):
+    """Changes the image of a tenth of the apps over and over; remembers what each should run."""
+
+    def __init__(self, kube: KubeClient, names: list[str]):
+        super().__init__(name="chaos-updater", daemon=True)
+        self.kube = kube
+        self.wanted = {n: "busybox:0" for n in names}
+        self.stop = threading.Event()
+        self.updates = self.refused = 0
+
+    def run(self) -> None:
+        tag = 0
+        while not self.stop.is_set():
+            tag += 1
+            for name in self.wanted:
+                image = f"busybox:{tag}"
+                try:
+                    self.kube.patch(APPLICATIONS, name, {"spec": {"components": [
+                        {"name": name, "type": "worker", "properties": {"image": image}}]}}, "apps")
+                    self.wanted[name] = image
+                    self.updates += 1
+                except errors.KubeError:
+                    self.refused += 1  # e.g. the validating webhook is down while the master restarts
+                if self.stop.wait(0.1):
+                    return
+
+
+def converged(kube: KubeClient, count: int, available: set[str], wanted: dict[str, str]) -> list[dict]:
+    items = kube.list(APPLICATIONS, "apps")["items"]
+    if len(items) != count:
+        return []
+    for a in items:
+        status = a.get("status") or {}
+        meta = a["metadata"]
+        image = a["spec"]["components"][0]["properties"]["image"]
+        if status.get("status") != "running" or status.get("observedGeneration") != meta.get("generation") \
+                or shard_of(a) not in available or labels.DRAIN in (meta.get("labels") or {}) \
+                or image != wanted.get(meta["name"], image):
+            return []
+    return items
+
+
+def shard_runs(writers: list[str]) -> list[str]:
+    """The slave shards among an app's writers (not the test's own client), one entry per unbroken run."""
+    runs: list[str] = []
+    for shard in writers:
+        if shard.startswith("shard-") and (not runs or runs[-1] != shard):
+            runs.append(shard)
+    return runs
+
+
+def test_chaos_nothing_lost_nothing_handled_twice(tmp_path, scenario: Scenario):
+    from velashard.devcluster.server import APIServer
+
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="chaos", qps=1000, burst=1000)
+    fleet = Fleet(server.kubeconfig, kube)
+    rng = random.Random(20261122)
+    # A random tenth (every tenth would, under round-robin, all sit on one shard).
+    updater = Updater(kube, [f"app-{i}" for i in sorted(rng.sample(range(scenario.apps), scenario.apps // 10))])
+    try:
+        install(kube)
+        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+        fleet.start_master()
+        for _ in range(5):
+            fleet.add_shard()
+        for i in range(scenario.apps):
+            kube.create(APPLICATIONS, chaos_app(i))
+        eventually(lambda: converged(kube, scenario.apps, set(fleet.shards), {}), timeout=scenario.converge_timeout,
+                   interval=1)
+        since = server.audit.since(0)["lastSeq"]
+        updater.start()
+        started = time.monotonic()
+        next_kill, restarted, killed = started + scenario.kill_every, False, []
+        while time.monotonic() - started < scenario.seconds:
+            if time.monotonic() >= next_kill:
+                victim = rng.choice(fleet.shards)
+                fleet.kill(victim)
+                killed.append(victim)
+                fleet.add_shard()
+                next_kill += scenario.kill_every
+            if not restarted and time.monotonic() - started >= scenario.seconds / 2:
+                fleet.restart_master()
+                restarted = True
+            time.sleep(0.2)
+        updater.stop.set()
+        updater.join(10)
+        assert killed and restarted and updater.updates > 0
+
+        available = set(fleet.shards)
+        items = eventually(lambda: converged(kube, scenario.apps, available, updater.wanted),
+                           timeout=scenario.converge_timeout, interval=1)
+        owner = {a["metadata"]["name"]: shard_of(a) for a in items}
+        # Every app healthy, on a live shard, running the image last asked for.
+        for a in items:
+            assert all(c["status"] == "True" for c in a["status"]["conditions"]), a["status"]["conditions"]
+        # Revisions and trackers carry their app's shard.
+        for rev in kube.list(APPLICATION_REVISIONS, "apps")["items"]:
+            app_name = rev["metadata"]["labels"][labels.APP_NAME]
+            assert shard_of(rev) == owner[app_name], rev["metadata"]
+        trackers = {t["metadata"]["labels"][labels.APP_NAME]: t for t in kube.list(RESOURCE_TRACKERS)["items"]
+                    if t["metadata"]["labels"].get(labels.APP_NAMESPACE) == "apps"}
+        assert set(trackers) == set(owner)
+        assert all(shard_of(trackers[name]) == shard for name, shard in owner.items())
+        # Every managed resource there, none orphaned, each with the app's current spec.
+        deployments = {d["metadata"]["name"]: d for d in kube.list(DEPLOYMENTS, "apps")["items"]}
+        assert set(deployments) == set(owner), set(deployments) ^ set(owner)
+        for a in items:
+            image = a["spec"]["components"][0]["properties"]["image"]
+            live = deployments[a["metadata"]["name"]]["spec"]["template"]["spec"]["containers"][0]["image"]
+            assert live == image, (a["metadata"]["name"], live, image)
+        # No interval in which two shards wrote to one app: shard ids are never reused, so each shard's
+        # writes to an app form one run, and the app's writers follow one another.
+        writers = {name: shard_runs(seq) for name, seq in writers_by_app(server.audit.since(since)["items"]).items()}
+        assert any(len(seq) > 1 for seq in writers.values()), writers  # updated apps did change hands
+        interleaved = {name: seq for name, seq in writers.items() if len(seq) != len(set(seq))}
+        assert not interleaved, interleaved
+        log.info("chaos run done", extra={"killed": killed, "updates": updater.updates, "refused": updater.refused})
+    finally:
+        updater.stop.set()
+        stop_processes(list(fleet.procs.values()))
+        server.stop()

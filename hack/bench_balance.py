@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from hack.bench_apiserver import _commit  # noqa: E402
 from velashard.sharding.strategies import STRATEGIES, Scheduler, app_identity  # noqa: E402
 
 
@@ -50,14 +50,6 @@ def main() -> int:
                              and moved <= 1.2 / (args.shards + 1))
     print(json.dumps(result, indent=2))
     return 0
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":

@@ -27,13 +27,22 @@ from hack.benchlib import Cluster, rss_kib  # noqa: E402
 
 def tree_rss_kib(pid: int) -> int:
     """Resident memory of a process and all its descendants (the master's webhook server is a child)."""
-    total = rss_kib(pid)
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            children = [int(c) for c in fh.read().split()]
-    except OSError:
-        return total
-    return total + sum(tree_rss_kib(c) for c in children)
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    # The command name may hold spaces: the parent pid follows its closing parenthesis.
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    family, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent and child not in family]
+        family.update(children)
+        frontier.extend(children)
+    return sum(rss_kib(p) for p in family if os.path.exists(f"/proc/{p}"))
 
 
 def audit_seq(cluster: Cluster, since: int) -> dict:

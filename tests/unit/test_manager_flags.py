@@ -25,3 +25,12 @@ def test_a_bad_duration_exits_2_naming_the_flag(text, capsys):
         build_parser().parse_args(["--lease-duration", text])
     assert exit_.value.code == 2
     assert "--leader-election-lease-duration/--lease-duration: invalid duration" in capsys.readouterr().err
+
+
+def test_reschedule_workers_below_one_exits_2_naming_the_flag(capsys):
+    from velashard.cli.manager import validate
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exit_:
+        validate(parser.parse_args(["--reschedule-workers", "0"]), parser)
+    assert exit_.value.code == 2
+    assert "--reschedule-workers must be at least 1, got 0" in capsys.readouterr().err

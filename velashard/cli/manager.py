@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the controller's runtime namespace: shard pods and load reports live here")
     p.add_argument("--reschedule-period", type=float, default=30.0,
                    help="seconds between background scheduling passes (default 30)")
+    p.add_argument("--reschedule-workers", type=int, default=8,
+                   help="applications the background scheduler moves at once (default 8)")
     p.add_argument("--orphan-grace-period", type=float, default=60.0,
                    help="seconds a shard may be unavailable before its apps move (default 60)")
     p.add_argument("--feature-gates", default="",
@@ -152,6 +154,8 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("--webhook-port must be between 1 and 65535")
     if args.reschedule_period <= 0 or args.orphan_grace_period < 0:
         parser.error("--reschedule-period must be > 0 and --orphan-grace-period >= 0")
+    if args.reschedule_workers < 1:
+        parser.error(f"--reschedule-workers must be at least 1, got {args.reschedule_workers}")
     for flag in ("metrics_addr", "health_addr"):
         value = getattr(args, flag)
         if value:
@@ -181,7 +185,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
     discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
     background = BackgroundScheduler(client, discovery, Scheduler(args.shard_scheduler), args.namespace,
-                                     args.reschedule_period, args.orphan_grace_period)
+                                     args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
     manager.add_runnable(background.start, background.stop)
     if args.disable_webhooks:
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
@@ -34,13 +35,14 @@ def orphan_selector(available: list[str]) -> str:
 
 class BackgroundScheduler:
     def __init__(self, client: KubeClient, discovery: ShardDiscovery, scheduler: Scheduler, namespace: str,
-                 period: float = 30.0, grace: float = 60.0):
+                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8):
         self.client = client
         self.discovery = discovery
         self.scheduler = scheduler
         self.namespace = namespace
         self.period = period
         self.grace = grace
+        self.concurrency = max(1, concurrency)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._gone_since: dict[str, float] = {}
@@ -87,10 +89,8 @@ class BackgroundScheduler:
         if not available:
             return 0
         loads = self.loads()
-        moved = 0
         unscheduled, _ = self.client.list_all(APPLICATIONS, label_selector=UNSCHEDULED)
-        for app in unscheduled:
-            moved += self._schedule(app, available, loads, "unscheduled")
+        plans = [(app, "unscheduled") for app in unscheduled]
         orphans, _ = self.client.list_all(APPLICATIONS, label_selector=orphan_selector(available))
         gone = {(a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) for a in orphans}
         for shard in list(self._gone_since):
@@ -101,7 +101,8 @@ class BackgroundScheduler:
         for app in orphans:
             shard = app["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
             if now - self._gone_since[shard] >= self.grace:
-                moved += self._schedule(app, available, loads, "orphaned")
+                plans.append((app, "orphaned"))
+        moved = self._schedule_all(plans, available, loads)
         if self._rebalance:
             self._rebalance = False
             self._draining = self.drain_misplaced(available)
@@ -131,21 +132,40 @@ class BackgroundScheduler:
             RESCHEDULE_TOTAL.labels(reason="rebalance").inc(asked)
         return asked
 
-    def _schedule(self, app: dict, available: list[str], loads: dict[str, int], reason: str) -> int:
-        namespace = None
-        try:
-            namespace = self.client.get(NAMESPACES, app["metadata"]["namespace"])
-        except errors.NotFound:
-            pass
-        shard = self.scheduler.pick(app, available, loads, pinned_shard(namespace))
-        if shard is None:
-            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="no-shard").inc()
-            return 0
+    def _schedule_all(self, plans: list[tuple[dict, str]], available: list[str], loads: dict[str, int]) -> int:
+        """Pick shards one by one (strategies keep state), then move the apps side by side: a failed shard's
+        apps are each a few requests, and one after the other they would make failover slow."""
+        namespaces: dict[str, dict | None] = {}
+        picked: list[tuple[dict, str, str]] = []
+        for app, reason in plans:
+            ns = app["metadata"]["namespace"]
+            if ns not in namespaces:
+                try:
+                    namespaces[ns] = self.client.get(NAMESPACES, ns)
+                except errors.NotFound:
+                    namespaces[ns] = None
+            shard = self.scheduler.pick(app, available, loads, pinned_shard(namespaces[ns]))
+            if shard is None:
+                SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="no-shard").inc()
+                continue
+            picked.append((app, shard, reason))
+        if len(picked) <= 1:
+            return sum(self._move(*p) for p in picked)
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
+                                thread_name_prefix="schedule") as pool:
+            return sum(pool.map(lambda p: self._move(*p), picked))
+
+    def _move(self, app: dict, shard: str, reason: str) -> int:
         try:
             set_shard(self.client, app, shard, reason)
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="conflict").inc()
             return 0  # changed meanwhile; the next pass sees its new state
+        except errors.KubeError as err:
+            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="error").inc()
+            log.warning("could not schedule application", extra=fields(
+                key=f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}', shard=shard, error=str(err)))
+            return 0
         SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="scheduled").inc()
         if reason == "orphaned":
             RESCHEDULE_TOTAL.labels(reason=reason).inc()

@@ -1,0 +1,55 @@
+"""The multi-process benchmarks run end to end at a tiny size and print figures that hang together.
+
+The figures themselves are measured by running the scripts at full size (docs/benchmarks.md); here
+only their plumbing is checked, so that they keep working as the code changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def bench(name: str, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "hack", f"bench_{name}.py"), *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["cores"] == os.cpu_count() and result["commit"]
+    return result
+
+
+def test_shard_memory_counts_each_shards_apps():
+    result = bench("shard_memory", "--apps", "30", "--shards", "3")
+    shards = result["sharded"]["shards"]
+    assert sorted(shards) == ["shard-0", "shard-1", "shard-2"]
+    assert sum(s["apps"] for s in shards.values()) == 30  # each reconciled its own apps, all of them
+    assert result["ratio"] == pytest.approx(result["max_shard_growth_kib"]
+                                            / result["unsharded_no_cache"]["growth_kib"], abs=0.001)
+
+
+def test_failover_moves_every_app_of_the_killed_shard():
+    result = bench("failover", "--apps", "30", "--shards", "3")
+    assert result["apps_on_failed_shard"] == 10 and result["apps_running_after"] == 30
+    assert 0 < result["seconds_until_all_moved"] <= result["seconds_until_all_reconciled"]
+
+
+def test_master_flat_counts_the_masters_requests_at_both_sizes():
+    result = bench("master_flat", "--small", "10", "--large", "30", "--window", "4", "--settle", "1")
+    for size in ("small", "large"):
+        assert result[size]["rss_kib"] > 10_000
+        # At least its leader-election lease is renewed during the window.
+        assert result[size]["by_verb_and_resource"].get("update leases", 0) >= 1, result[size]
+    assert result["rss_ratio"] > 0 and result["requests_ratio"] > 0
+
+
+def test_scale_out_runs_one_and_two_shards():
+    result = bench("scale_out", "--apps", "40")
+    assert result["one_shard"]["shards"] == 1 and result["2_shards"]["shards"] == 2
+    assert result["speed_up"] > 0

@@ -124,3 +124,24 @@ def test_configurations_and_certificate_renewal():
     now = datetime.datetime.now(datetime.timezone.utc)
     serving = make_serving_cert(make_ca(), ["127.0.0.1"], days=40)
     assert not needs_renewal(serving, now) and needs_renewal(serving, now + datetime.timedelta(days=11))
+
+
+@pytest.mark.parametrize("body,codes", [
+    (b"[" * 100_000 + b"]" * 100_000, (400,)),  # nesting deeper than any parser's recursion
+    (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        **request(), "object": {**request()["object"], "metadata": {
+            "name": "a", "namespace": "n", "annotations": {"big": "x" * 3_000_000}}}}}).encode(), (200,)),
+    (b"{" + b" " * (5 * 1024 * 1024) + b"}", (413,)),  # over the 4 MiB limit
+    (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        **request(), "object": {**request()["object"], "metadata": {
+            "name": "\u00e9\u4e2d\U0001F600", "namespace": "\u202e", "labels": {"\u00e9": "\ud7ff"}}}}},
+               ensure_ascii=False).encode(), (200,)),
+    ('{"kind":"AdmissionReview","request":{"uid":"\udcff"}}'.encode("utf-8", "surrogatepass"), (400,)),
+    (b"\xff\xfe\x00{", (400,)),
+])
+def test_huge_deep_and_odd_unicode_reviews_get_a_4xx_or_an_answer(http, body, codes):
+    for path in (MUTATING_PATH, VALIDATING_PATH):
+        answer = http.post(path, data=body)
+        assert answer.status_code in codes, (answer.status_code, answer.get_data()[:300])
+        if answer.status_code == 200:
+            assert answer.json["response"]["uid"] == "u1"

@@ -230,7 +230,8 @@ def test_chaos_nothing_lost_nothing_handled_twice(tmp_path, scenario: Scenario):
         assert any(len(seq) > 1 for seq in writers.values()), writers  # updated apps did change hands
         interleaved = {name: seq for name, seq in writers.items() if len(seq) != len(set(seq))}
         assert not interleaved, interleaved
-        log.info("chaos run done", extra={"killed": killed, "updates": updater.updates, "refused": updater.refused})
+        log.info("chaos run done: killed %s, %d updates (%d refused), %d apps changed shard writers",
+                 ",".join(killed), updater.updates, updater.refused, sum(len(s) > 1 for s in writers.values()))
     finally:
         updater.stop.set()
         stop_processes(list(fleet.procs.values()))

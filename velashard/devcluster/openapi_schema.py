@@ -17,6 +17,7 @@ from typing import Any
 
 from velashard.devcluster.validation import (Cause, invalid, not_supported, required, too_long, too_many,
                                              type_invalid)
+from velashard.patch.json_patch import json_equal
 
 Schema = dict[str, Any]
 
@@ -142,18 +143,6 @@ def _type_of(value: Any) -> str:
     return "object"
 
 
-def _json_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
 def _num(value: float) -> str:
     # Go's %v prints 10.0 as 10.
     if isinstance(value, float) and value.is_integer():
@@ -186,7 +175,7 @@ def _validate(value: Any, schema: Schema, path: str, causes: list[Cause]) -> Non
     elif expected and expected != actual and not (expected == "number" and actual == "integer"):
         causes.append(type_invalid(path, actual, f'{_subject(path)} must be of type {expected}: "{actual}"'))
         return
-    if "enum" in schema and isinstance(schema["enum"], list) and not any(_json_equal(value, e)
+    if "enum" in schema and isinstance(schema["enum"], list) and not any(json_equal(value, e)
                                                                           for e in schema["enum"]):
         causes.append(not_supported(path, value, [e if isinstance(e, str) else _json_text(e)
                                                   for e in schema["enum"]]))
@@ -277,7 +266,7 @@ def _validate_array(value: list[Any], schema: Schema, path: str, causes: list[Ca
         causes.append(invalid(path, len(value), f"{subject} should have at least {schema['minItems']} items"))
     if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
         causes.append(too_many(path, len(value), schema["maxItems"]))
-    if schema.get("uniqueItems") is True and any(_json_equal(value[i], value[j]) for i in range(len(value))
+    if schema.get("uniqueItems") is True and any(json_equal(value[i], value[j]) for i in range(len(value))
                                                  for j in range(i)):
         causes.append(invalid(path, "", f"{subject} shouldn't contain duplicates"))
 

@@ -80,14 +80,14 @@ def _remove(doc: Any, tokens: list[str]) -> Any:
     return doc
 
 
-def _json_equal(a: Any, b: Any) -> bool:
+def json_equal(a: Any, b: Any) -> bool:
     """JSON equality: 1 equals 1.0, but true is not 1; objects ignore member order."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return a == b
     return type(a) is type(b) and a == b
@@ -120,7 +120,7 @@ def _apply(doc: Any, op: dict[str, Any]) -> Any:
         return _add(doc, tokens, value)
     if name == "test":
         actual = _resolve(doc, tokens)
-        if not _json_equal(actual, op["value"]):
+        if not json_equal(actual, op["value"]):
             raise _OpError(f"test failed: value is {actual!r}, expected {op['value']!r}")
         return doc
     raise _OpError(f"unknown op {name!r}")

@@ -71,6 +71,7 @@ class Controller:
         informer.add_handler(EventHandler(on_add, on_update, on_delete))
 
     def start(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
         for i in range(self.workers):
             thread = threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
             thread.start()

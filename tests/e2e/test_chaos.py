@@ -234,7 +234,7 @@ def writes_outside_ownership(records: list[dict], owners: dict[str, list[str]]) 
         if r["verb"] not in ("create", "update", "patch", "delete") or r.get("code", 0) >= 400:
             continue
         shard, app = agent_shard(r), app_of(r)
-        if shard is None or app is None or app not in owners:
+        if shard is None or not (shard == "master" or shard.startswith("shard-")) or app not in owners:
             continue
         span = (r["time"] - r.get("durationMs", 0) / 1000.0, r["time"])
         if shard == "master":

@@ -133,3 +133,25 @@ def test_waking_from_a_pause_trips_on_the_late_renewal_before_any_write():
     clock.now = 30.0
     fence.renewed(30.0)  # the renewal thread ran first after the pause
     assert not fence.check() and "renewed after the renew deadline" in fence.reason
+
+
+def test_work_begun_before_the_fence_tripped_writes_nothing_after_it_reopens():
+    from velashard.kube.fence import begin_work, end_work
+    clock = Clock()
+    fence = Fence(2.5, clock)
+    fence.renewed(0.0)
+    fence.reopen()
+    clock.now = 1.0
+    begin_work(clock)
+    clock.now = 3.0
+    assert not fence.check()
+    fence.renewed(3.0)
+    clock.now = 3.5
+    assert fence.reopen()
+    try:
+        with pytest.raises(errors.Fenced, match="began before"):
+            fence.allow_write("update", "/x")
+        begin_work(clock)  # the next reconcile, after the reopen
+        fence.allow_write("update", "/x")
+    finally:
+        end_work()

@@ -22,6 +22,18 @@ from typing import Callable
 from velashard.kube import errors
 from velashard.observability import FENCED, FENCED_WRITES
 
+_work = threading.local()
+
+
+def begin_work(clock: Callable[[], float] = time.monotonic) -> None:
+    """Mark the start of a unit of work (a reconcile) on this thread: if the fence trips and reopens before
+    it ends, its remaining writes are refused, since it decided on what it saw before."""
+    _work.started_at = clock()
+
+
+def end_work() -> None:
+    _work.started_at = None
+
 
 class Fence:
     def __init__(self, renew_deadline: float, clock: Callable[[], float] = time.monotonic):
@@ -30,6 +42,7 @@ class Fence:
         self._lock = threading.Lock()
         self._last_renew: float | None = None
         self._open = False
+        self._opened_at = float("-inf")
         self.reason = "lease not acquired yet"
         self._listeners: list[Callable[[str], None]] = []
         FENCED.set(1)
@@ -72,9 +85,15 @@ class Fence:
         return False
 
     def allow_write(self, verb: str, what: str) -> None:
+        started = getattr(_work, "started_at", None)
         if not self.check():
-            FENCED_WRITES.labels(verb=verb).inc()
-            raise errors.Fenced(f"{verb} {what} refused: fenced ({self.reason})")
+            reason = self.reason
+        elif started is not None and started < self._opened_at:
+            reason = "the work began before the fence last tripped"
+        else:
+            return
+        FENCED_WRITES.labels(verb=verb).inc()
+        raise errors.Fenced(f"{verb} {what} refused: fenced ({reason})")
 
     def trip(self, reason: str) -> None:
         with self._lock:
@@ -95,6 +114,7 @@ class Fence:
             if self._open or not self.fresh():
                 return self._open
             self._open = True
+            self._opened_at = self.clock()
             self.reason = ""
         FENCED.set(0)
         return True

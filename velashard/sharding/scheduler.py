@@ -16,6 +16,7 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.fence import begin_work, end_work
 from velashard.kube.resources import LEASES, NAMESPACES
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
 from velashard.sharding.discovery import ShardDiscovery
@@ -71,10 +72,13 @@ class BackgroundScheduler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            begin_work()  # a pass that outlives a fence trip moves nothing more (kube/fence.py)
             try:
                 self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
+            finally:
+                end_work()
             busy = self._gone_since or self._draining
             # A suspect's apps move as soon as its lease expires: look often while one is waited for.
             wait = min(self.period, max(self.grace / 4, 0.5)) if busy else self.period

@@ -25,10 +25,15 @@ from velashard.observability import FENCED, FENCED_WRITES
 _work = threading.local()
 
 
-def begin_work(clock: Callable[[], float] = time.monotonic) -> None:
+def begin_work(clock: Callable[[], float] = time.monotonic, at: float | None = None) -> None:
     """Mark the start of a unit of work (a reconcile) on this thread: if the fence trips and reopens before
-    it ends, its remaining writes are refused, since it decided on what it saw before."""
-    _work.started_at = clock()
+    it ends, its remaining writes are refused, since it decided on what it saw before. `at` carries the
+    start of work handed to another thread."""
+    _work.started_at = clock() if at is None else at
+
+
+def work_started() -> float | None:
+    return getattr(_work, "started_at", None)
 
 
 def end_work() -> None:

@@ -16,7 +16,7 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.fence import begin_work, end_work
+from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.resources import LEASES, NAMESPACES
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
 from velashard.sharding.discovery import ShardDiscovery
@@ -162,9 +162,17 @@ class BackgroundScheduler:
             picked.append((app, shard, reason))
         if len(picked) <= 1:
             return sum(self._move(*p) for p in picked)
+        started = work_started()
+
+        def move(plan: tuple[dict, str, str]) -> int:
+            begin_work(at=started)  # the pass's start, for the fence
+            try:
+                return self._move(*plan)
+            finally:
+                end_work()
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
                                 thread_name_prefix="schedule") as pool:
-            return sum(pool.map(lambda p: self._move(*p), picked))
+            return sum(pool.map(move, picked))
 
     def _move(self, app: dict, shard: str, reason: str) -> int:
         try:

@@ -155,3 +155,12 @@ def test_work_begun_before_the_fence_tripped_writes_nothing_after_it_reopens():
         fence.allow_write("update", "/x")
     finally:
         end_work()
+
+
+def test_a_container_waiting_to_restart_is_dead_and_one_without_a_reported_state_is_not():
+    waiting = pod("a")
+    waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    unknown = pod("b", ready=False)
+    del unknown["status"]["containerStatuses"][0]["state"]
+    statuses = status([waiting, unknown], [lease("a"), lease("b")], {}, 0.0)
+    assert statuses == {"a": DEAD, "b": SUSPECT}

@@ -3,8 +3,9 @@
 The rule (time is the observer's monotonic clock; a lease's renewTime is never compared with it, only
 whether it changed, as client-go's leader election does, so clock skew between machines does not matter):
 
-- dead: the shard has no pod left, or every container of each of its pods has terminated (the kubelet
-  reports it). The process cannot act any more; its apps may move after the grace period.
+- dead: the shard has no pod left, or no container of its pods runs (each is terminated, or waiting
+  to be restarted, as the kubelet reports it). The process cannot act any more; its apps may move
+  after the grace period.
 - available: a pod is Ready and the shard's Lease is held and was seen renewed within its duration.
   Only available shards get new apps.
 - suspect: anything else (NotReady, or the Lease not renewed) while the process may still run. It gets
@@ -66,7 +67,8 @@ def terminated(pod: dict[str, Any]) -> bool:
     if status.get("phase") in ("Failed", "Succeeded"):
         return True
     containers = status.get("containerStatuses") or []
-    return bool(containers) and all("terminated" in (c.get("state") or {}) for c in containers)
+    # A state is reported and none runs (terminated, or waiting after a crash): the process is gone.
+    return bool(containers) and all(c.get("state") and "running" not in c["state"] for c in containers)
 
 
 def lease_expired(lease: dict[str, Any] | None, seen: LeaseSeen | None, now: float) -> bool:

@@ -232,6 +232,7 @@ def test_webhook_processes_die_with_a_sigkilled_master(tmp_path):
          "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0",
          "--webhook-port", str(port), "--webhook-url", f"https://127.0.0.1:{port}", *LEASE],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    webhook: set[int] = set()
     try:
         install(KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test"))
         # The arbiter and its worker.
@@ -243,6 +244,7 @@ def test_webhook_processes_die_with_a_sigkilled_master(tmp_path):
     finally:
         if master.poll() is None:
             master.kill()
-        for pid in children(master.pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in webhook | children(master.pid):  # what outlived a failed run
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
         server.stop()

@@ -138,15 +138,18 @@ class Cluster:
         from velashard.kube.resources import MUTATING_WEBHOOKS
         return bool(self.client.list(MUTATING_WEBHOOKS)["items"])
 
-    def shard_pod(self, shard: str, ready: bool) -> None:
+    def shard_pod(self, shard: str, ready: bool, terminated: bool = False) -> None:
+        """The shard's pod as a kubelet reports it: Ready or not, its container running or terminated."""
         name = f"vela-core-{shard}"
         if not self.client.list(PODS, RUNTIME_NS, field_selector=f"metadata.name={name}")["items"]:
             self.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": name, "namespace": RUNTIME_NS,
                 "labels": {labels.POD_NAME_LABEL: labels.POD_NAME_VALUE, labels.SHARD_ID: shard}},
                 "spec": {"containers": [{"name": "vela-core", "image": "velashard"}]}})
+        state = {"terminated": {"exitCode": 137, "reason": "Error"}} if terminated else {"running": {}}
         self.client.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": [
-            {"type": "Ready", "status": "True" if ready else "False"}]}}, RUNTIME_NS)
+            {"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [{"name": "vela-core", "ready": ready, "state": state}]}}, RUNTIME_NS)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         ctl = self.controllers.pop(name)

@@ -55,3 +55,6 @@ def namespace(api_client: client.ApiClient, request: pytest.FixtureRequest) -> s
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-long", action="store_true",
                      help="run the long chaos scenario (1,000 apps, 5 minutes of failures) instead of the short one")
+    parser.addoption("--fence-repeat", type=int, default=int(os.environ.get("VELASHARD_FENCE_REPEAT", "1")),
+                     help="how many times the fencing e2e tests pause and partition a shard (default 1; "
+                          "$VELASHARD_FENCE_REPEAT)")

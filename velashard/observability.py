@@ -42,6 +42,10 @@ APPS_RECONCILED = Gauge("velashard_applications_reconciled",
                         "Applications in this shard's cache reconciled at least once since they arrived in it",
                         registry=REGISTRY)
 LEADER = Gauge("velashard_leader", "1 while this process holds its shard's lease", ["lease"], registry=REGISTRY)
+FENCED_WRITES = Counter("velashard_fenced_writes_total", "Writes this process refused to send while fenced, by verb",
+                        ["verb"], registry=REGISTRY)
+FENCED = Gauge("velashard_fenced", "1 while this process is fenced (its lease not renewed within the deadline)",
+               registry=REGISTRY)
 
 
 def metrics_text() -> bytes:
@@ -93,9 +97,15 @@ def metrics_server(addr: str) -> ProbeServer:
     return ProbeServer(addr, {"/metrics": lambda: (200, metrics_text(), CONTENT_TYPE_LATEST)})
 
 
-def health_server(addr: str, healthy: Callable[[], bool], ready: Callable[[], bool]) -> ProbeServer:
-    def probe(check: Callable[[], bool]) -> Callable[[], tuple[int, bytes, str]]:
-        return lambda: (200, b"ok\n", "text/plain") if check() else (503, b"not ready\n", "text/plain")
+def health_server(addr: str, healthy: Callable[[], bool], ready: Callable[[], bool | str]) -> ProbeServer:
+    """`ready` may answer a string: not ready, for that reason (e.g. fenced)."""
+    def probe(check: Callable[[], bool | str]) -> Callable[[], tuple[int, bytes, str]]:
+        def answer() -> tuple[int, bytes, str]:
+            result = check()
+            if result is True:
+                return 200, b"ok\n", "text/plain"
+            return 503, f"not ready{': ' + result if isinstance(result, str) else ''}\n".encode(), "text/plain"
+        return answer
     return ProbeServer(addr, {"/healthz": probe(healthy), "/readyz": probe(ready)})
 
 

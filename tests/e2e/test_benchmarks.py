@@ -34,10 +34,12 @@ def test_shard_memory_counts_each_shards_apps():
                                             / result["unsharded_no_cache"]["growth_kib"], abs=0.001)
 
 
-def test_failover_moves_every_app_of_the_killed_shard():
+def test_failover_moves_every_app_of_the_killed_and_of_the_paused_shard():
     result = bench("failover", "--apps", "30", "--shards", "3")
-    assert result["apps_on_failed_shard"] == 10 and result["apps_running_after"] == 30
-    assert 0 < result["seconds_until_all_moved"] <= result["seconds_until_all_reconciled"]
+    for mode in ("crash", "pause"):
+        assert result[mode]["apps_on_failed_shard"] == 10 and result[mode]["apps_running_after"] == 30, result
+        assert 0 < result[mode]["seconds_until_all_moved"] <= result[mode]["seconds_until_all_reconciled"]
+    assert result["pause"]["seconds_until_all_moved"] >= 3.5  # not before the frozen shard's lease expired
 
 
 def test_master_flat_counts_the_masters_requests_at_both_sizes():

@@ -19,7 +19,7 @@ from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRA
 from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, PODS
+from velashard.kube.resources import LEASES, MUTATING_WEBHOOKS, NAMESPACES, PODS
 from tests.e2e.test_manager_process import free_port
 from tests.integration.helpers import eventually
 
@@ -38,7 +38,8 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
             proc.kill()
 
 
-def shard_pod(kube: KubeClient, shard: str, ready: bool) -> None:
+def shard_pod(kube: KubeClient, shard: str, ready: bool, terminated: bool = False) -> None:
+    """The shard's pod as a kubelet reports it: Ready or not, its container running or terminated."""
     name = f"vela-core-{shard}"
     try:
         kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -47,8 +48,24 @@ def shard_pod(kube: KubeClient, shard: str, ready: bool) -> None:
             "spec": {"containers": [{"name": "vela-core", "image": "velashard"}]}})
     except Exception:
         pass
+    state = {"terminated": {"exitCode": 137, "reason": "Error"}} if terminated else {"running": {}}
     kube.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": [
-        {"type": "Ready", "status": "True" if ready else "False"}]}}, RUNTIME_NS)
+        {"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "vela-core", "ready": ready, "state": state}]}}, RUNTIME_NS)
+
+
+def wait_for_shard_leases(kube: KubeClient, *shards: str, timeout: float = 30) -> None:
+    """A shard is available only once it holds its Lease: wait for that before counting on it."""
+    def held() -> bool:
+        for shard in shards:
+            try:
+                if not (kube.get(LEASES, f"velashard-{shard}", RUNTIME_NS).get("spec") or {}).get("holderIdentity"):
+                    return False
+            except errors.NotFound:
+                return False
+        return True
+    eventually(held, timeout=timeout)
+    time.sleep(0.5)  # the master's lease informer sees them
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +93,7 @@ def sharded(make_module_apiserver):
     shard_pod(kube, "master", True)
     shard_pod(kube, "shard-a", True)
     shard_pod(kube, "shard-b", True)
+    wait_for_shard_leases(kube, "master", "shard-a", "shard-b")
     eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=30)
     eventually(webhook_serving(webhook_port), timeout=30)
     yield server, kube, metrics
@@ -148,11 +166,11 @@ def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sha
         assert float(reconciled.split()[1]) == counts[shard], reconciled
 
 
-def test_a_shard_turning_not_ready_moves_its_apps_with_revisions_and_trackers(sharded):
+def test_a_shard_whose_container_terminated_moves_its_apps_with_revisions_and_trackers(sharded):
     server, kube, _ = sharded
     eventually(lambda: all_running(kube, 60), timeout=90, interval=0.5)
     before = {a["metadata"]["name"]: shard_of(a) for a in kube.list(APPLICATIONS, "apps")["items"]}
-    shard_pod(kube, "shard-a", False)
+    shard_pod(kube, "shard-a", False, terminated=True)  # dead for sure: its apps move after the grace period
     started = time.monotonic()
 
     def moved() -> list[dict]:
@@ -320,6 +338,7 @@ def test_consistent_hash_join_moves_about_a_third_through_the_drain_handshake(tm
         for shard in ("shard-a", "shard-b"):
             start(shard)
             shard_pod(kube, shard, True)
+        wait_for_shard_leases(kube, "shard-a", "shard-b")
         for i in range(30):
             kube.create(APPLICATIONS, app(f"app-{i}"))
         items = eventually(lambda: all_running(kube, 30), timeout=60, interval=0.5)

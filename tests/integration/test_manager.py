@@ -167,3 +167,50 @@ def test_shutdown_finishes_the_reconcile_in_flight_and_starts_no_more(apiserver,
     assert running.stop() < 10 and running.code == 0
     assert len(done) == 1  # the one in flight finished; the queued two were left for the next leader
     assert re.fullmatch(rf"{namespace}/[abc]", done[0])
+
+
+def test_a_fenced_manager_refuses_writes_stops_and_resumes_after_relisting(make_apiserver, run_manager):
+    server = make_apiserver(bookmark_interval=0.2)
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="shard-8")
+    setup = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test-setup")
+    manager = Manager(kube, "shard-8", LeaderElectionConfig("velashard-shard-8", "default", "shard-8", 2.0, 1.5, 0.2),
+                      health_addr="127.0.0.1:0")
+    configmaps = manager.informer(CONFIGMAPS, "default", label_selector="fence-test")
+    seen: list[str] = []
+
+    def reconcile(key: str) -> Any:
+        seen.append(key)
+        kube.patch(CONFIGMAPS, key.split("/")[1], {"metadata": {"annotations": {"seen": str(len(seen))}}},
+                   "default")
+        return DONE
+
+    controller = Controller("configmaps", reconcile)
+    controller.watch(configmaps, predicate=lambda old, new: old is None or old is new)  # adds and resyncs
+    manager.add_controller(controller)
+    running = run_manager(manager)
+    setup.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": "a", "namespace": "default", "labels": {"fence-test": "x"}}})
+    eventually(lambda: seen == ["default/a"])
+    assert manager.fence is not None and running.health("/readyz") == 200
+
+    # A pause: the process's clock jumps past the renew deadline.
+    real = manager.fence.clock
+    manager.fence.clock = lambda: real() + 5.0
+    eventually(lambda: running.health("/readyz") == 503)
+    with pytest.raises(errors.Fenced):
+        kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b",
+                                                                                         "namespace": "default"}})
+    lease = kube.get(LEASES, "velashard-shard-8", "default")
+    kube.update(LEASES, lease)  # its own Lease stays writable
+    _, body = get(f"http://127.0.0.1:{manager.health_server.port}/readyz")
+    assert "fenced" in body, body
+    relists = configmaps.relists
+
+    manager.fence.clock = real
+    eventually(lambda: running.health("/readyz") == 200)
+    assert configmaps.relists > relists  # it re-listed before acting again
+    eventually(lambda: seen.count("default/a") >= 2)  # and looked at everything again
+    setup.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": "c", "namespace": "default", "labels": {"fence-test": "x"}}})
+    eventually(lambda: "default/c" in seen)
+    assert running.stop() < 10 and running.code == 0

@@ -20,7 +20,7 @@ from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.manager import LeaderElectionConfig, Manager
 from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.loads import LoadReporter
+from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
 from velashard.sharding.strategies import Scheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner
@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-id", default="master", help="this process's shard id (default master)")
     p.add_argument("--enable-leader-election", action="store_true",
                    help="run one active replica per shard, elected on a Lease")
-    p.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "vela-system"))
+    p.add_argument("--leader-election-namespace", default=None,
+                   help="namespace of the shard's Lease (default: --namespace)")
     p.add_argument("--leader-election-id", default="velashard",
                    help="lease name prefix; the shard id is appended (default velashard)")
     p.add_argument("--leader-election-identity", default="",
@@ -178,8 +179,8 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      else args.cache_managed_resources))
     if not args.enable_sharding:
         return
-    reporter = LoadReporter(client, args.namespace, args.shard_id, lambda: len(apps.apps.store))
-    manager.add_runnable(reporter.start, reporter.stop)
+    # The load report rides on the shard's Lease, renewed every retry period.
+    manager.lease_annotations = lambda: load_annotations(len(apps.apps.store))
     if args.shard_id != labels.MASTER_SHARD_ID:
         return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
@@ -215,12 +216,16 @@ def main(argv: list[str]) -> int:
         print(f"velashard: cannot load Kubernetes configuration: {err}", file=sys.stderr)
         return 2
     client = KubeClient(configuration, shard_id=args.shard_id, qps=args.kube_api_qps, burst=args.kube_api_burst)
-    election = None
+    # Every process holds its shard's Lease, and writes only while it does (kube/fence.py). With leader
+    # election replicas compete for it; without, the one process takes it under a stable identity, so that a
+    # restarted process need not wait out its predecessor's lease.
     if args.enable_leader_election:
         identity = args.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-        election = LeaderElectionConfig(lease_name(args.leader_election_id, args.shard_id),
-                                        args.leader_election_namespace, identity, args.lease_duration,
-                                        args.renew_deadline, args.retry_period)
+    else:
+        identity = args.leader_election_identity or args.shard_id
+    election = LeaderElectionConfig(lease_name(args.leader_election_id, args.shard_id),
+                                    args.leader_election_namespace or args.namespace, identity, args.lease_duration,
+                                    args.renew_deadline, args.retry_period, labels={labels.SHARD_ID: args.shard_id})
     try:
         manager = Manager(client, args.shard_id, election, args.metrics_addr, args.health_addr)
     except OSError as err:

@@ -14,7 +14,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, PODS
 from velashard.sharding.discovery import POD_SELECTOR, ready_pods_by_shard
-from velashard.sharding.loads import APPS_ANNOTATION, LOAD_LABEL
+from velashard.sharding.loads import APPS_ANNOTATION, LEASE_LABEL
 from velashard.sharding.move import set_shard
 
 DEFAULT_NAMESPACE = os.environ.get("POD_NAMESPACE", "vela-system")
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
     pods = client.list(PODS, args.controller_namespace, label_selector=POD_SELECTOR)["items"]
     ready = ready_pods_by_shard(pods)
     leases = client.list(LEASES, args.controller_namespace)["items"]
-    loads = {(l["metadata"].get("labels") or {}).get(LOAD_LABEL): l for l in leases
-             if (l["metadata"].get("labels") or {}).get(LOAD_LABEL)}
+    loads = {(l["metadata"].get("labels") or {}).get(LEASE_LABEL): l for l in leases
+             if (l["metadata"].get("labels") or {}).get(LEASE_LABEL)}
     leaders = {l["metadata"]["name"]: (l.get("spec") or {}).get("holderIdentity") or "-" for l in leases}
     totals: dict[str, int] = {}
     for pod in pods:

@@ -58,6 +58,7 @@ class LocalPod:
     restarts: int = 0
     next_start: float = 0.0
     ready: bool | None = None
+    state: dict | None = None  # the container state last reported
     log_path: str = ""
 
 
@@ -164,7 +165,7 @@ class LocalKubelet:
                 # CrashLoopBackOff as the kubelet does it (10 s doubling), shortened to 5 s doubling for dev
                 pod.next_start = now + min(5 * 2 ** min(pod.restarts - 1, 4), 60)
                 log.warning("pod process exited", extra={"fields": {"pod": pod.name, "code": code}})
-                self._status(pod, ready=False, phase="Running")
+                self._status(pod, ready=False, phase="Running", exit_code=code)
             if pod.restart_policy == "Never" and pod.restarts:
                 return
             if now >= pod.next_start:
@@ -183,17 +184,21 @@ class LocalKubelet:
         except OSError:
             return False
 
-    def _status(self, pod: LocalPod, ready: bool, phase: str) -> None:
-        if pod.ready is ready:
+    def _status(self, pod: LocalPod, ready: bool, phase: str, exit_code: int | None = None) -> None:
+        """Readiness from the probe; the container's state from the process, as the kubelet reports it (so a
+        dead process reads as terminated, not merely NotReady)."""
+        state = {"running": {}} if exit_code is None else {"terminated": {"exitCode": exit_code}}
+        if pod.ready is ready and pod.state == state:
             return
-        pod.ready = ready
+        pod.ready, pod.state = ready, state
         now = now_rfc3339()
         status = {"phase": phase, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
                   "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now},
                                  {"type": "ContainersReady", "status": "True" if ready else "False",
                                   "lastTransitionTime": now}],
                   "containerStatuses": [{"name": "vela-core", "ready": ready, "restartCount": pod.restarts,
-                                         "image": "velashard:dev", "started": pod.process is not None}]}
+                                         "image": "velashard:dev", "started": pod.process is not None,
+                                         "state": state}]}
         try:
             self.api.patch(self._pods_rt, self.namespace, pod.name, "application/merge-patch+json",
                            {"status": status}, self._req, subresource="status")

@@ -20,8 +20,9 @@ from kubernetes.client.rest import RESTClientObject
 
 from velashard import __version__
 from velashard.kube import errors
+from velashard.kube.fence import Fence
 from velashard.kube.ratelimit import TokenBucket
-from velashard.kube.resources import Resource
+from velashard.kube.resources import LEASES, Resource
 from velashard.observability import KUBE_REQUESTS
 
 log = logging.getLogger("velashard.kube.client")
@@ -99,6 +100,22 @@ class KubeClient:
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
         self._rest = RESTClientObject(configuration)
         self._limiter = TokenBucket(qps, burst)
+        self.fence: Fence | None = None
+        self._own_lease: tuple[str, str] = ("", "")
+
+    def set_fence(self, fence: Fence, lease_namespace: str, lease_name: str) -> None:
+        """Refuse every write but those to the shard's own Lease while `fence` is closed (see kube/fence.py)."""
+        self._own_lease = (LEASES.path(lease_namespace), lease_name)
+        self.fence = fence
+
+    def _fenced_write(self, method: str, path: str, body: Any) -> bool:
+        if self.fence is None or method not in ("POST", "PUT", "PATCH", "DELETE"):
+            return False
+        collection, name = self._own_lease
+        if path == f"{collection}/{name}":
+            return False
+        return not (method == "POST" and path == collection and isinstance(body, dict)
+                    and (body.get("metadata") or {}).get("name") == name)
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> "KubeClient":
@@ -125,6 +142,11 @@ class KubeClient:
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
         self._limiter.acquire()
+        if self._fenced_write(method, path, body):
+            # Checked as late as possible, right before sending: see kube/fence.py for the one request that
+            # may still be in flight when the fence closes.
+            assert self.fence is not None
+            self.fence.allow_write(verb, path)
         try:
             response = self._rest.request(method, url, headers=self._headers(
                 content_type or ("application/json" if body is not None else None)), body=body,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from velashard.kube import errors
+from velashard.kube.fence import begin_work, end_work
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.store import object_key
 from velashard.kube.workqueue import ShutDown, WorkQueue
@@ -71,6 +72,7 @@ class Controller:
         informer.add_handler(EventHandler(on_add, on_update, on_delete))
 
     def start(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
         for i in range(self.workers):
             thread = threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
             thread.start()
@@ -93,9 +95,11 @@ class Controller:
                 key = self.queue.get()
             except ShutDown:
                 return
+            begin_work()  # a reconcile that outlives a fence trip writes nothing more (kube/fence.py)
             try:
                 self._process(key)
             finally:
+                end_work()
                 self.queue.done(key)
 
     def _process(self, key: Any) -> None:

@@ -83,3 +83,11 @@ def error_from_response(code: int, body: bytes | str) -> KubeError:
         cls = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 410: Expired, 422: Invalid,
                429: TooManyRequests}.get(code, ServerError if code >= 500 else KubeError)
     return cls(code, reason or cls.__name__, message, status)
+
+
+class Fenced(KubeError):
+    """A write refused by this process itself: it has not renewed its shard's Lease within the renew deadline,
+    so another process may own its work by now. Nothing was sent."""
+
+    def __init__(self, message: str):
+        super().__init__(0, "Fenced", message)

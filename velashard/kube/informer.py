@@ -139,6 +139,21 @@ class Informer:
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
+    def restart(self, timeout: float = 10.0) -> None:
+        """Stop, then list afresh and watch again (a fenced shard must not act on what it saw before)."""
+        self.stop(timeout)
+        self._stop = threading.Event()
+        self._synced.clear()
+        self._stream = None
+        self._threads = []
+        self.start()
+
+    def replay(self) -> None:
+        """Hand every cached object to the handlers as an update, so controllers look at all of them again."""
+        with self._dispatch_lock:
+            for obj in self.store.list():
+                self._dispatch("update", obj, obj)
+
     # --- the loop --------------------------------------------------------------------------------
 
     def _resync_loop(self) -> None:

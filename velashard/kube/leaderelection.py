@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.fence import Fence
 from velashard.kube.resources import LEASES
 from velashard.observability import LEADER, fields
 
@@ -51,7 +52,8 @@ def may_acquire(spec: dict[str, Any] | None, identity: str, seen: Observation | 
 class LeaderElector:
     def __init__(self, client: KubeClient, name: str, namespace: str, identity: str,
                  on_started: Callable[[], None], on_stopped: Callable[[], None], lease_duration: float = 15.0,
-                 renew_deadline: float = 10.0, retry_period: float = 2.0):
+                 renew_deadline: float = 10.0, retry_period: float = 2.0, fence: Fence | None = None,
+                 labels: dict[str, str] | None = None, annotations: Callable[[], dict[str, str]] | None = None):
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError("need lease-duration > renew-deadline > retry-period > 0")
         self.client = client
@@ -63,6 +65,10 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.fence = fence
+        self.labels = dict(labels or {})
+        # Extra data riding on each renewal (the shard's load report), so readers need no second object.
+        self.annotations = annotations
         self._seen: Observation | None = None
         self._leader = False
         self._stop = threading.Event()
@@ -93,6 +99,8 @@ class LeaderElector:
             ok = self._try_acquire_or_renew()
             if ok:
                 last_renew = attempt  # the lease runs from when the renewal was sent, not when it was answered
+                if self.fence is not None:
+                    self.fence.renewed(attempt)
                 if not self._leader:
                     log.info("acquired lease", extra=fields(lease=f"{self.namespace}/{self.name}",
                                                             identity=self.identity))
@@ -103,6 +111,8 @@ class LeaderElector:
                     log.error("lost lease: another replica holds it", extra=fields(
                         lease=f"{self.namespace}/{self.name}", identity=self.identity, holder=holder))
                     self._set_leader(False)
+                elif self.fence is not None:
+                    self.fence.check()  # keeps trying to renew; the manager resumes once it holds the lease again
                 elif time.monotonic() - last_renew > self.renew_deadline:
                     log.error("lost lease: could not renew within the deadline",
                               extra=fields(lease=f"{self.namespace}/{self.name}", identity=self.identity))
@@ -148,14 +158,21 @@ class LeaderElector:
                     else micro_time(now_wall),
                     "leaseTransitions": (spec.get("leaseTransitions") or 0)
                     + (0 if spec.get("holderIdentity") in (self.identity, None, "") else 1)}
+        meta = dict((lease or {}).get("metadata") or {"name": self.name, "namespace": self.namespace})
+        if self.labels:
+            meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
+        if self.annotations is not None:
+            try:
+                meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations()}
+            except Exception:  # a report that cannot be made must never cost the lease
+                log.exception("lease annotations failed", extra=fields(lease=self.name))
         try:
             if lease is None:
                 created = self.client.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                      "metadata": {"name": self.name, "namespace": self.namespace},
-                                                      "spec": new_spec})
+                                                      "metadata": meta, "spec": new_spec})
                 spec = created["spec"]
             else:
-                lease = dict(lease, spec=new_spec)
+                lease = dict(lease, metadata=meta, spec=new_spec)
                 spec = self.client.update(LEASES, lease)["spec"]
         except (errors.Conflict, errors.AlreadyExists):
             return False  # someone else wrote first; re-read next round

@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Controller
+from velashard.kube.fence import Fence
 from velashard.kube.informer import Informer
 from velashard.kube.leaderelection import LeaderElector
 from velashard.kube.resources import Resource
@@ -27,6 +28,7 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 class Manager:
@@ -45,11 +47,19 @@ class Manager:
         self._controllers_started = False
         self._sync_timeout = sync_timeout
         self._elector = None
+        self.fence: Fence | None = None
+        self.lease_annotations: Callable[[], dict[str, str]] = dict
+        self._fence_tripped = threading.Event()
         if leader_election is not None:
             le = leader_election
+            # Every write of this process but the lease's own passes the fence (kube/fence.py).
+            self.fence = Fence(le.renew_deadline)
+            self.fence.on_trip(self._on_fence_trip)
+            client.set_fence(self.fence, le.namespace, le.name)
             self._elector = LeaderElector(client, le.name, le.namespace, le.identity, self.start_controllers,
                                           self._leadership_lost, le.lease_duration, le.renew_deadline,
-                                          le.retry_period)
+                                          le.retry_period, fence=self.fence, labels=le.labels,
+                                          annotations=lambda: self.lease_annotations())
         # Bound now (so a taken port fails at once), served from run().
         self.metrics_server = metrics_server(metrics_addr) if metrics_addr else None
         self.health_server = health_server(health_addr, lambda: True, self.ready) if health_addr else None
@@ -91,10 +101,13 @@ class Manager:
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
 
-    def ready(self) -> bool:
-        """Ready once every informer has synced; a standby replica waiting for the lease is ready too."""
+    def ready(self) -> bool | str:
+        """Ready once every informer has synced; a standby replica waiting for the lease is ready too; a fenced
+        process is not ready, and says why."""
         if self._elector is not None and not self._elector.is_leader:
             return not self._stop.is_set()
+        if self.fence is not None and self._controllers_started and not self.fence.is_open:
+            return f"fenced: {self.fence.reason}"
         return self._started and all(i.has_synced() for i in self._informers.values())
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -118,6 +131,8 @@ class Manager:
                     self.failed = True
                     self._stop.set()  # acting on a partial cache could delete what is merely not yet seen
                     return
+        if not self._open_fence():
+            return
         with self._lock:
             if self._stop.is_set():
                 return
@@ -126,8 +141,65 @@ class Manager:
             for start, _ in self._runnables:
                 start()
             self._controllers_started = True
+            if self.fence is not None:
+                threading.Thread(target=self._guard_fence, name="fence-guard", daemon=True).start()
         log.info("controllers started", extra=fields(controllers=",".join(c.name for c in self._controllers),
                                                       informers=len(informers)))
+
+    # --- fencing -------------------------------------------------------------------------------------
+
+    def _open_fence(self) -> bool:
+        """Wait until the lease is fresh and open the fence; False if stopping meanwhile."""
+        if self.fence is None:
+            return True
+        while not self.fence.reopen():
+            if self._stop.wait(0.05):
+                return False
+        return True
+
+    def _on_fence_trip(self, reason: str) -> None:
+        log.error("fenced: stopping work until the lease is held again and caches are re-listed",
+                  extra=fields(shard=self.shard_id, reason=reason))
+        self._fence_tripped.set()
+
+    def _guard_fence(self) -> None:
+        """Trip the fence as soon as its deadline passes (a pause is seen on waking, by the monotonic clock, not
+        only when a write is tried), then stop the workers and resume only after re-acquiring and re-listing."""
+        assert self.fence is not None and self._elector is not None
+        period = min(0.1, self._elector.retry_period / 4)
+        while not self._stop.wait(period):
+            if self.fence.check() and not self._fence_tripped.is_set():
+                continue
+            self._fence_tripped.clear()
+            self._recover()
+
+    def _recover(self) -> None:
+        assert self.fence is not None
+        started = time.monotonic()
+        for controller in self._controllers:
+            controller.queue.shutdown()  # queued work is dropped: it was decided on a cache that may be stale
+        for controller in self._controllers:
+            controller.stop(timeout=1.0)  # in-flight reconciles end at their next write, which the fence refuses
+        while not (self.fence.fresh() and self._elector is not None and self._elector.is_leader):
+            if self._stop.wait(0.05):
+                return
+        informers = list(self._informers.values())
+        for informer in informers:
+            informer.restart(timeout=2.0)
+        for informer in informers:
+            while not informer.wait_for_sync(0.2):
+                if self._stop.is_set():
+                    return
+        with self._lock:
+            if self._stop.is_set() or not self._open_fence():
+                return
+            for controller in self._controllers:
+                controller.queue.reopen()
+                controller.start()
+        for informer in informers:
+            informer.replay()
+        log.info("fence lifted: lease held and caches re-listed", extra=fields(
+            shard=self.shard_id, fenced_for=round(time.monotonic() - started, 3)))
 
     def _leadership_lost(self) -> None:
         if self._stop.is_set():

@@ -135,6 +135,16 @@ class WorkQueue:
             self._delay_thread.join(max(0.0, deadline - time.monotonic()))
         return drained
 
+    def reopen(self) -> None:
+        """Take items again after a shutdown (a fenced shard resuming); the queue starts empty."""
+        with self._cond:
+            if not self._shutting_down:
+                return
+            self._shutting_down = False
+            self._delay_thread = threading.Thread(target=self._delay_loop, name=f"workqueue-{self.name}-delay",
+                                                  daemon=True)
+            self._delay_thread.start()
+
     @property
     def shutting_down(self) -> bool:
         return self._shutting_down

@@ -1,27 +1,29 @@
-"""Shard discovery: a shard id is available while one of its controller pods is Ready."""
+"""Shard discovery: which shards may get apps, and which shards' apps may move (sharding/membership.py).
+
+The master follows the shard pods and the shard Leases in its namespace with two informers and applies
+the membership rule to them on every change and whenever asked (lease expiry is a matter of time).
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from velashard.apis import labels
 from velashard.kube.informer import EventHandler
 from velashard.kube.manager import Manager
-from velashard.kube.resources import PODS
+from velashard.kube.resources import LEASES, PODS
 from velashard.observability import SHARDS_AVAILABLE, fields
+from velashard.sharding.loads import LEASE_LABEL
+from velashard.sharding.membership import AVAILABLE, LeaseSeen, Member, membership, observe, pod_ready
 
 log = logging.getLogger("velashard.sharding.discovery")
 
 POD_SELECTOR = f"{labels.POD_NAME_LABEL}={labels.POD_NAME_VALUE},{labels.SHARD_ID}"
 
-
-def pod_ready(pod: dict[str, Any]) -> bool:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+__all__ = ["POD_SELECTOR", "ShardDiscovery", "pod_ready", "ready_pods_by_shard", "schedulable"]
 
 
 def ready_pods_by_shard(pods: Iterable[dict[str, Any]]) -> dict[str, int]:
@@ -35,10 +37,14 @@ def ready_pods_by_shard(pods: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 
 def schedulable(counts: dict[str, int], static: list[str] | None) -> list[str]:
-    """Available shards: the static list if given, else discovered shards with a Ready pod, never the master."""
+    """Shards with a Ready pod (or the static list if given), never the master: the webhook's view."""
     if static is not None:
         return sorted(set(static))
     return sorted(s for s, n in counts.items() if n > 0 and s != labels.MASTER_SHARD_ID)
+
+
+def available_shards(members: dict[str, Member]) -> list[str]:
+    return sorted(s for s, m in members.items() if m.status == AVAILABLE and s != labels.MASTER_SHARD_ID)
 
 
 class ShardDiscovery:
@@ -49,29 +55,50 @@ class ShardDiscovery:
         self._lock = threading.Lock()
         self._available: list[str] = schedulable({}, static)
         self._listeners: list[Callable[[list[str]], None]] = []
+        self._seen: dict[str, LeaseSeen] = {}
         self.informer = None
         if static is None:
+            refresh = EventHandler(lambda _o: self.refresh(), lambda _o, _n: self.refresh(),
+                                   lambda _o: self.refresh())
             self.informer = manager.informer(PODS, namespace, label_selector=POD_SELECTOR,
                                              resync_period=resync_period)
-            self.informer.add_handler(EventHandler(lambda _o: self._refresh(), lambda _o, _n: self._refresh(),
-                                                   lambda _o: self._refresh()))
+            self.informer.add_handler(refresh)
+            self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
+            self.leases.add_handler(refresh)
         SHARDS_AVAILABLE.set(len(self._available))
 
     def available(self) -> list[str]:
         with self._lock:
             return list(self._available)
 
+    def members(self, now: float | None = None) -> dict[str, Member]:
+        """Every shard's membership now (empty with a static list: its shards are taken as available)."""
+        if self.informer is None:
+            return {}
+        now = time.monotonic() if now is None else now
+        leases = self.leases.store.list()
+        with self._lock:
+            self._seen = observe(self._seen, leases, now)
+            seen = dict(self._seen)
+        return membership(self.informer.store.list(), leases, seen, now)
+
     def on_change(self, listener: Callable[[list[str]], None]) -> None:
         self._listeners.append(listener)
 
-    def _refresh(self) -> None:
-        assert self.informer is not None
-        now = schedulable(ready_pods_by_shard(self.informer.store.list()), None)
+    def refresh(self) -> dict[str, Member]:
+        """Recompute; tell listeners if the available shards changed. Returns the members."""
+        if self.informer is None:
+            return {}
+        members = self.members()
+        now = available_shards(members)
         with self._lock:
             changed = now != self._available
             self._available = now
         if changed:
             SHARDS_AVAILABLE.set(len(now))
-            log.info("available shards changed", extra=fields(shards=",".join(now) or "-"))
+            log.info("available shards changed", extra=fields(
+                shards=",".join(now) or "-",
+                suspect=",".join(sorted(s for s, m in members.items() if m.status == "suspect")) or "-"))
             for listener in self._listeners:
                 listener(now)
+        return members

@@ -1,75 +1,31 @@
-"""Shard load reports: each shard publishes how many apps it caches on a Lease the master reads."""
+"""Shard load reports: each shard publishes how many apps it caches as an annotation on its shard Lease."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-from typing import Any, Callable
+from typing import Any
 
-from velashard.kube import errors
-from velashard.kube.client import KubeClient
-from velashard.kube.leaderelection import micro_time
-from velashard.kube.resources import LEASES
-from velashard.observability import fields
+from velashard.apis import labels
 
-log = logging.getLogger("velashard.sharding.loads")
-
-LOAD_LABEL = "velashard.io/shard-load"
+# Shard Leases (one per shard, the master's included) carry the shard id in this label.
+LEASE_LABEL = labels.SHARD_ID
 APPS_ANNOTATION = "velashard.io/applications"
 
 
-def lease_name(shard: str) -> str:
-    return f"velashard-load-{shard}"
+def load_annotations(apps: int) -> dict[str, str]:
+    return {APPS_ANNOTATION: str(apps)}
+
+
+def lease_shard(lease: dict[str, Any]) -> str | None:
+    return ((lease.get("metadata") or {}).get("labels") or {}).get(LEASE_LABEL)
 
 
 def parse_loads(leases: list[dict[str, Any]]) -> dict[str, int]:
-    """shard id -> app count from load leases (malformed counts are ignored)."""
+    """shard id -> app count from shard leases (missing or malformed counts are ignored)."""
     out: dict[str, int] = {}
     for lease in leases:
-        meta = lease.get("metadata") or {}
-        shard = (meta.get("labels") or {}).get(LOAD_LABEL)
+        shard = lease_shard(lease)
         try:
-            out[shard] = int((meta.get("annotations") or {}).get(APPS_ANNOTATION, ""))
+            out[shard] = int(((lease.get("metadata") or {}).get("annotations") or {}).get(APPS_ANNOTATION, ""))
         except ValueError:
             continue
     return out
-
-
-class LoadReporter:
-    """Writes this shard's app count and a heartbeat every `period` seconds."""
-
-    def __init__(self, client: KubeClient, namespace: str, shard: str, count: Callable[[], int],
-                 period: float = 15.0):
-        self.client, self.namespace, self.shard, self.count, self.period = client, namespace, shard, count, period
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="load-reporter", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def report(self) -> None:
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": lease_name(self.shard), "namespace": self.namespace,
-                             "labels": {LOAD_LABEL: self.shard},
-                             "annotations": {APPS_ANNOTATION: str(self.count())}},
-                "spec": {"holderIdentity": self.shard, "renewTime": micro_time(time.time()),
-                         "leaseDurationSeconds": int(self.period * 3)}}
-        try:
-            self.client.patch(LEASES, body["metadata"]["name"], body, self.namespace)
-        except errors.NotFound:
-            self.client.create(LEASES, body)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.report()
-            except errors.KubeError as err:
-                log.warning("publishing load failed", extra=fields(shard=self.shard, error=str(err)))
-            self._stop.wait(self.period)

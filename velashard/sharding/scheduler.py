@@ -1,7 +1,8 @@
-"""The master's background scheduler: schedule unscheduled apps, move apps off shards gone too long.
+"""The master's background scheduler: schedule unscheduled apps, move apps off shards that are gone.
 
 It only ever lists label-selected subsets of Applications: those without a shard label, and those
-whose shard label names no available shard.
+whose shard label names no available shard. Whether such apps may move is the membership rule's
+(sharding/membership.py): a dead shard's after the grace period, a suspect's once its lease expired.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.resources import LEASES, NAMESPACES
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
 from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.loads import LOAD_LABEL, parse_loads
+from velashard.sharding.loads import LEASE_LABEL, parse_loads
+from velashard.sharding.membership import SUSPECT, movable
 from velashard.sharding.move import set_shard
 from velashard.sharding.strategies import Scheduler, pinned_shard
 
@@ -46,6 +49,7 @@ class BackgroundScheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._gone_since: dict[str, float] = {}
+        self._waiting_for_lease = False
         self._thread: threading.Thread | None = None
         self._rebalance = False
         self._draining = 0
@@ -68,23 +72,29 @@ class BackgroundScheduler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            begin_work()  # a pass that outlives a fence trip moves nothing more (kube/fence.py)
             try:
                 self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
+            finally:
+                end_work()
             busy = self._gone_since or self._draining
-            self._wake.wait(min(self.period, max(self.grace / 4, 0.5)) if busy else self.period)
+            # A suspect's apps move as soon as its lease expires: look often while one is waited for.
+            wait = min(self.period, max(self.grace / 4, 0.5)) if busy else self.period
+            self._wake.wait(min(wait, 0.5) if self._waiting_for_lease else wait)
             self._wake.clear()
 
     def loads(self) -> dict[str, int]:
         if self.scheduler.strategy != "least-loaded":
             return {}
-        leases = self.client.list(LEASES, self.namespace, label_selector=LOAD_LABEL).get("items") or []
+        leases = self.client.list(LEASES, self.namespace, label_selector=LEASE_LABEL).get("items") or []
         return parse_loads(leases)
 
     def run_once(self, now: float | None = None) -> int:
         """One pass; returns how many apps were (re)scheduled."""
         now = time.monotonic() if now is None else now
+        members = self.discovery.refresh()
         available = self.discovery.available()
         if not available:
             return 0
@@ -98,9 +108,10 @@ class BackgroundScheduler:
                 del self._gone_since[shard]
         for shard in gone:
             self._gone_since.setdefault(shard, now)
+        self._waiting_for_lease = any(members.get(s) is not None and members[s].status == SUSPECT for s in gone)
         for app in orphans:
             shard = app["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
-            if now - self._gone_since[shard] >= self.grace:
+            if movable(members.get(shard), now - self._gone_since[shard], self.grace):
                 plans.append((app, "orphaned"))
         moved = self._schedule_all(plans, available, loads)
         if self._rebalance:
@@ -151,9 +162,17 @@ class BackgroundScheduler:
             picked.append((app, shard, reason))
         if len(picked) <= 1:
             return sum(self._move(*p) for p in picked)
+        started = work_started()
+
+        def move(plan: tuple[dict, str, str]) -> int:
+            begin_work(at=started)  # the pass's start, for the fence
+            try:
+                return self._move(*plan)
+            finally:
+                end_work()
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
                                 thread_name_prefix="schedule") as pool:
-            return sum(pool.map(lambda p: self._move(*p), picked))
+            return sum(pool.map(move, picked))
 
     def _move(self, app: dict, shard: str, reason: str) -> int:
         try:

@@ -12,7 +12,7 @@ from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, NAMESPACES
-from velashard.sharding.loads import LOAD_LABEL, parse_loads
+from velashard.sharding.loads import LEASE_LABEL, parse_loads
 
 
 class ClusterLookups:
@@ -42,7 +42,7 @@ class ClusterLookups:
     def loads(self) -> dict[str, int]:
         """App counts shards publish (a fresh copy: the scheduler counts its own choices into it)."""
         return dict(self._cached("loads", lambda: parse_loads(
-            self.client.list(LEASES, self.namespace_name, label_selector=LOAD_LABEL).get("items") or [])))
+            self.client.list(LEASES, self.namespace_name, label_selector=LEASE_LABEL).get("items") or [])))
 
     def definitions(self) -> Definitions:
         def load() -> Definitions:

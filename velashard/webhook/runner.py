@@ -144,7 +144,7 @@ class WebhookRunner:
                       "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
                       "--privileged-users", ",".join(self.opts.privileged_users), "--log-format",
-                      self.opts.log_format]
+                      self.opts.log_format, "--parent-pid", str(os.getpid())]
         if self.opts.kubeconfig:
             self._args += ["--kubeconfig", self.opts.kubeconfig]
         if not self.opts.auto_schedule:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import time
 from typing import Any
@@ -23,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from velashard.observability import WEBHOOK_LATENCY, metrics_text, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.strategies import STRATEGIES, Scheduler, pinned_shard
+from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
 from velashard.webhook.lookups import ClusterLookups
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate)
@@ -122,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--validate-components", action="store_true")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--log-format", default="text")
+    p.add_argument("--parent-pid", type=int, default=0, help="exit when this process (the master) ends")
     args = p.parse_args(argv)
     setup_logging("master", args.log_format, "info")
+    if args.parent_pid:
+        die_with_parent(args.parent_pid)
 
     def factory() -> Flask:
         client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
@@ -148,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     GunicornServer(factory, {"bind": args.bind, "workers": 1, "worker_class": "gthread", "threads": args.threads,
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
                              "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
-                             "proc_name": "velashard-webhook"}).run()
+                             "proc_name": "velashard-webhook",
+                             # Workers go with the arbiter even if it is killed without a chance to stop them.
+                             "post_fork": lambda _arbiter, _worker: set_parent_death_signal(signal.SIGKILL)}).run()
     return 0
 
 

@@ -1,0 +1,112 @@
+"""Shard membership: available, suspect or dead, as one pure function of pods, leases and the observer's clock.
+
+The rule (time is the observer's monotonic clock; a lease's renewTime is never compared with it, only
+whether it changed, as client-go's leader election does, so clock skew between machines does not matter):
+
+- dead: the shard has no pod left, or no container of its pods runs (each is terminated, or waiting
+  to be restarted, as the kubelet reports it). The process cannot act any more; its apps may move
+  after the grace period.
+- available: a pod is Ready and the shard's Lease is held and was seen renewed within its duration.
+  Only available shards get new apps.
+- suspect: anything else (NotReady, or the Lease not renewed) while the process may still run. It gets
+  no new apps, and its apps move only once its Lease has expired as seen by the observer: unrenewed for
+  a full lease duration since the observer last saw its renewTime change, or released. By then the
+  shard's own fence (kube/fence.py) has closed, so it writes nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from velashard.apis import labels
+from velashard.sharding.loads import lease_shard
+
+AVAILABLE, SUSPECT, DEAD = "available", "suspect", "dead"
+
+
+@dataclass(frozen=True)
+class LeaseSeen:
+    """The observer saw this (holder, renewTime) first at `observed_at` (its monotonic clock)."""
+
+    holder: str
+    renew_time: str
+    observed_at: float
+
+
+@dataclass(frozen=True)
+class Member:
+    status: str  # available | suspect | dead
+    lease_expired: bool  # as observed: a suspect's apps may move
+
+
+def observe(seen: Mapping[str, LeaseSeen], leases: Iterable[dict[str, Any]], now: float) -> dict[str, LeaseSeen]:
+    """The observations after seeing `leases` at `now`: a shard's entry changes only when its lease did."""
+    out: dict[str, LeaseSeen] = {}
+    for lease in leases:
+        shard = lease_shard(lease)
+        if not shard:
+            continue
+        spec = lease.get("spec") or {}
+        holder, renew = spec.get("holderIdentity") or "", spec.get("renewTime") or ""
+        before = seen.get(shard)
+        out[shard] = before if before is not None and (before.holder, before.renew_time) == (holder, renew) \
+            else LeaseSeen(holder, renew, now)
+    return out
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def terminated(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Failed", "Succeeded"):
+        return True
+    containers = status.get("containerStatuses") or []
+    # A state is reported and none runs (terminated, or waiting after a crash): the process is gone.
+    return bool(containers) and all(c.get("state") and "running" not in c["state"] for c in containers)
+
+
+def lease_expired(lease: dict[str, Any] | None, seen: LeaseSeen | None, now: float) -> bool:
+    if lease is None:
+        return True
+    spec = lease.get("spec") or {}
+    if not spec.get("holderIdentity"):
+        return True  # released on a clean shutdown
+    if seen is None:
+        return False  # not observed yet: a full duration from the first sight
+    return now - seen.observed_at > float(spec.get("leaseDurationSeconds") or 0)
+
+
+def membership(pods: Iterable[dict[str, Any]], leases: Iterable[dict[str, Any]], seen: Mapping[str, LeaseSeen],
+               now: float) -> dict[str, Member]:
+    """shard id -> Member for every shard with a pod or a lease (the master included)."""
+    pods_by_shard: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        shard = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.SHARD_ID)
+        if shard:
+            pods_by_shard.setdefault(shard, []).append(pod)
+    lease_by_shard = {s: lease for lease in leases if (s := lease_shard(lease))}
+    out: dict[str, Member] = {}
+    for shard in set(pods_by_shard) | set(lease_by_shard):
+        shard_pods = [p for p in pods_by_shard.get(shard, []) if not terminated(p)]
+        expired = lease_expired(lease_by_shard.get(shard), seen.get(shard), now)
+        if not shard_pods:
+            out[shard] = Member(DEAD, expired)
+        elif not expired and any(pod_ready(p) for p in shard_pods):
+            out[shard] = Member(AVAILABLE, False)
+        else:
+            out[shard] = Member(SUSPECT, expired)
+    return out
+
+
+def movable(member: Member | None, dead_for: float, grace: float) -> bool:
+    """May apps leave this shard? Unknown or dead shards after the grace period, suspects once their lease
+    expired (the lease duration is their grace)."""
+    if member is None or member.status == DEAD:
+        return dead_for >= grace
+    return member.status == SUSPECT and member.lease_expired

@@ -43,6 +43,8 @@ class Request:
 
     user: dict[str, Any] = field(default_factory=lambda: dict(SYSTEM_USER))
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)  # admission warnings for the response
+    annotations: dict[str, str] = field(default_factory=dict)  # admission audit annotations
 
 
 @dataclass
@@ -497,7 +499,7 @@ class RestAPI:
                           obj: dict[str, Any] | None, old: dict[str, Any] | None, req: Request) -> None:
         if self.admission.active():
             attrs = Attributes(op, rt, sub, namespace if rt.namespaced else "", name, obj, old, req.user,
-                               req.dry_run)
+                               req.dry_run, req.warnings, req.annotations)
             if op == "DELETE":
                 self.admission.mutate(attrs)
             self.admission.validate(attrs)

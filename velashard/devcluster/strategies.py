@@ -11,6 +11,7 @@ import copy
 import re
 from typing import Any
 
+from velashard.devcluster import policy
 from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
 from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 
@@ -405,4 +406,6 @@ _VALIDATORS = {
     "Service": _validate_service,
     "Secret": _validate_secret,
     "CustomResourceDefinition": _validate_crd,
+    "ValidatingAdmissionPolicy": policy.validate_policy,
+    "ValidatingAdmissionPolicyBinding": policy.validate_binding,
 }

@@ -63,7 +63,7 @@ class Program:
 
 def compile_expression(source: str, returns: tuple[str, ...] = (), variables: tuple[str, ...] | None = None
                        ) -> Program:
-    """Compile `source`; `returns` lists accepted result types (BOOL, STRING, NULL_TYPE; DYN always passes);
+    """Compile `source`; `returns` lists accepted result types (BOOL, STRING, NULL; DYN always passes);
     `variables` are the policy variables it may read (None: any)."""
     if not source or not source.strip():
         raise CompileError("expression must not be empty")
@@ -74,7 +74,7 @@ def compile_expression(source: str, returns: tuple[str, ...] = (), variables: tu
             raise CompileError(_compile_message(str(err)))
     returned = expression.return_type().name()
     if returns and returned not in returns and returned != "DYN":
-        wanted = " or ".join(r.lower().replace("_type", "") for r in returns)
+        wanted = " or ".join(r.lower() for r in returns)
         raise CompileError(f"must evaluate to {wanted}, not {returned.lower()}")
     used = frozenset(_VARIABLE_REF.findall(source))
     if variables is not None:

@@ -172,7 +172,7 @@ def validate_policy(obj: dict[str, Any]) -> list[Cause]:
             causes.append(Cause(f"{where}.key", f"Duplicate value: {json.dumps(key)}", "FieldValueDuplicate"))
         keys.add(str(key))
         _check_expression(f"{where}.valueExpression", a.get("valueExpression") if isinstance(a, dict) else None,
-                          ("STRING", "NULL_TYPE"), causes, tuple(declared))
+                          ("STRING", "NULL"), causes, tuple(declared))
     return causes
 
 
@@ -258,7 +258,7 @@ def compile_policy(policy: dict[str, Any]) -> CompiledPolicy:
                                        if v.get("messageExpression") else None,
                                        v.get("reason") or "Invalid")
                             for v in spec.get("validations") or [])
-        annotations = tuple((a["key"], cel.compile_expression(a["valueExpression"], ("STRING", "NULL_TYPE"), known))
+        annotations = tuple((a["key"], cel.compile_expression(a["valueExpression"], ("STRING", "NULL"), known))
                             for a in spec.get("auditAnnotations") or [])
     except (cel.CompileError, KeyError, TypeError) as err:
         return CompiledPolicy(failure, error=str(err) if isinstance(err, cel.CompileError) else f"invalid spec: {err}")

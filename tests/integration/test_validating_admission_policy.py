@@ -284,3 +284,31 @@ def test_kubectl_apply_and_denial(cluster, tmp_path):
     assert refused.stderr.strip() == ("The configmaps \"nolabel\" is invalid: : ValidatingAdmissionPolicy 'owner-label' "
                                       "with binding 'owner-label' denied request: every config map needs an owner "
                                       "label")
+
+
+def test_velashard_install_ships_the_shard_label_guard(cluster, capsys):
+    from velashard.cli.main import main
+
+    server, api = cluster
+    argv = ["install", "--kubeconfig", server.kubeconfig, "--enable-sharding", "--controller-identity", "admin",
+            "--shard-admin-users", "ops", "--shard-admin-groups", "sre"]
+    assert main(argv) == 0
+    assert "validatingadmissionpolicy/velashard-shard-label-guard created" in capsys.readouterr().out
+    assert main(argv) == 0  # idempotent
+    assert "validatingadmissionpolicybinding/velashard-shard-label-guard unchanged" in capsys.readouterr().out
+    reg = client.AdmissionregistrationV1Api(api)
+    privileged = next(v for v in reg.read_validating_admission_policy("velashard-shard-label-guard").spec.variables
+                      if v.name == "privileged")
+    assert '["admin","ops"]' in privileged.expression and '["sre"]' in privileged.expression
+    app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {
+        "name": "chosen", "namespace": "default", "labels": {"controller.core.oam.dev/scheduled-shard-id": "s1"}},
+        "spec": {"components": []}}
+    alice = config.new_client_from_config(config_file=server.write_kubeconfig(server.kubeconfig + "-alice",
+                                                                              user="alice"))
+    with pytest.raises(ApiException) as err:
+        client.CustomObjectsApi(alice).create_namespaced_custom_object("core.oam.dev", "v1beta1", "default",
+                                                                       "applications", app)
+    assert err.value.status == 422 and 'may not choose shard \\"s1\\"' in err.value.body
+    client.CustomObjectsApi(api).create_namespaced_custom_object("core.oam.dev", "v1beta1", "default",
+                                                                 "applications", app)  # the controller may
+    alice.close()

@@ -40,7 +40,31 @@ _MAX_ANNOTATION_VALUE = 10 * 1024
 NOT_SUPPORTED = "is not supported by this API server (policies take no parameters here)"
 
 
-# --- checks when a policy or binding is written ----------------------------------------------------
+# --- defaults and checks when a policy or binding is written ---------------------------------------
+
+def _default_match(match: Any) -> None:
+    if not isinstance(match, dict):
+        return
+    match.setdefault("matchPolicy", "Equivalent")
+    match.setdefault("namespaceSelector", {})
+    match.setdefault("objectSelector", {})
+    for key in ("resourceRules", "excludeResourceRules"):
+        for rule in match.get(key) or []:
+            if isinstance(rule, dict):
+                rule.setdefault("scope", "*")
+
+
+def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
+    """kube-apiserver's defaults for policies and bindings (what `kubectl get -o yaml` shows)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if kind == "ValidatingAdmissionPolicy":
+        spec.setdefault("failurePolicy", "Fail")
+        _default_match(spec.get("matchConstraints"))
+    elif kind == "ValidatingAdmissionPolicyBinding":
+        _default_match(spec.get("matchResources"))
+
 
 def _spec(obj: dict[str, Any], causes: list[Cause]) -> dict[str, Any]:
     spec = obj.get("spec")

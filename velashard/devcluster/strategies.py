@@ -93,6 +93,7 @@ def _template_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
     """Defaulting kube-apiserver performs on decode (a subset covering the fields users notice)."""
+    policy.apply_defaults(kind, obj)
     spec = obj.get("spec")
     if kind in ("Deployment", "StatefulSet", "DaemonSet") and isinstance(spec, dict):
         if kind != "DaemonSet":

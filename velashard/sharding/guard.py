@@ -44,9 +44,11 @@ def policy_spec(privileged_users: Iterable[str], privileged_groups: Iterable[str
     key = _str(labels.SCHEDULED_SHARD_ID)
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{
-            "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"], "operations": ["CREATE", "UPDATE"],
-            "resources": ["applications"], "scope": "Namespaced"}]},
+        # Written out with the API server's defaults, so that re-installing finds nothing to change.
+        "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                             "resourceRules": [{"apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
+                                                "operations": ["CREATE", "UPDATE"], "resources": ["applications"],
+                                                "scope": "Namespaced"}]},
         "variables": [
             {"name": "newShard", "expression": _value("object", "labels", labels.SCHEDULED_SHARD_ID)},
             {"name": "oldShard", "expression": _value("oldObject", "labels", labels.SCHEDULED_SHARD_ID)},

@@ -378,8 +378,10 @@ class RestAPI:
                 else:
                     event = self.store.replace(gr, new, old_meta["resourceVersion"])
             except errors.APIError as err:
-                if err.code == 409 and not wanted_rv:
-                    continue  # unconditional writes retry against the newer object, as kube-apiserver does
+                if err.code == 409:
+                    # Retry against the newer object, as kube-apiserver does: a client's resourceVersion
+                    # precondition is checked again there, and a patch is applied again.
+                    continue
                 raise
             self._committed(rt, event)
             return Result(event.obj, event.raw)

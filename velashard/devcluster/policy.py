@@ -128,6 +128,16 @@ def _check_match_resources(path: str, match: Any, causes: list[Cause], rules_req
     _check_selector(f"{path}.objectSelector", match.get("objectSelector"), causes)
 
 
+def status_update(policy: dict[str, Any]) -> dict[str, Any] | None:
+    """The status kube-apiserver's policy controller would write once it has seen this generation (there
+    is no type checking against schemas here, so typeChecking stays empty), or None when it is current."""
+    generation = (policy.get("metadata") or {}).get("generation")
+    status = policy.get("status") or {}
+    if generation is None or status.get("observedGeneration") == generation:
+        return None
+    return {"observedGeneration": generation, "typeChecking": {}}
+
+
 def validate_policy(obj: dict[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     spec = _spec(obj, causes)

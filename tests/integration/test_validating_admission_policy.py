@@ -316,3 +316,17 @@ def test_velashard_install_ships_the_shard_label_guard(cluster, capsys):
     client.CustomObjectsApi(api).create_namespaced_custom_object("core.oam.dev", "v1beta1", "default",
                                                                  "applications", app)  # the controller may
     alice.close()
+
+
+def test_delete_sees_the_old_object_and_a_null_object(cluster):
+    _, api = cluster
+    install(api, policy("keep", [{"expression": "object == null && !('protected' in oldObject.data)",
+                                  "messageExpression": "oldObject.metadata.name + ' is protected'"}],
+                        rules=[{**CM_RULE, "operations": ["DELETE"]}]))
+    core = client.CoreV1Api(api)
+    create_cm(api, cm("plain"))
+    create_cm(api, cm("guarded", {"protected": "yes"}))
+    core.delete_namespaced_config_map("plain", "default")
+    with pytest.raises(ApiException) as err:
+        core.delete_namespaced_config_map("guarded", "default")
+    assert status_of(err.value)["message"].endswith("denied request: guarded is protected")

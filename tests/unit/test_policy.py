@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from velashard.apis import labels
 from velashard.devcluster import cel
@@ -123,3 +125,19 @@ def test_shard_label_guard(op, new, old, user, pin, mark, allowed):
     decisions, _ = evaluate(compiled_guard, activation(obj, old_obj, user, groups, namespace, op))
     assert (decisions == []) is allowed, decisions
     assert all(not d.error for d in decisions)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80) |
+                           st.floats(allow_nan=True) | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=3), max_leaves=10)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.sampled_from(["labels", "annotations", "name"]), json_values, max_size=3), json_values)
+def test_odd_objects_get_decisions_never_exceptions(meta, spec):
+    """Whatever a stored or submitted object holds, the guard answers with decisions (invariant 7)."""
+    policy, _ = guard_objects(["controller"])
+    decisions, _ = evaluate(compile_policy(policy), activation({"metadata": meta, "spec": spec},
+                                                               {"metadata": meta}))
+    assert all(d.deny for d in decisions)

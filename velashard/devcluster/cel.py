@@ -55,7 +55,10 @@ class Program:
     variables_used: frozenset[str]
 
     def evaluate(self, activation: dict[str, Any]) -> Any:
-        value = self.expression.eval(data=activation)
+        try:
+            value = self.expression.eval(data=activation)
+        except (RuntimeError, ValueError, TypeError, OverflowError) as err:  # data CEL cannot represent
+            raise EvaluationError(_go_style(str(err)))
         if value.type() == _cel.Type.ERROR:
             raise EvaluationError(_go_style(str(value.value())))
         return value.plain_value()

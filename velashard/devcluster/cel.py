@@ -1,8 +1,8 @@
 """CEL for admission policies: Kubernetes' variables and libraries, compiled once, evaluated per request.
 
 The runtime is cel-expr-python (Google's C++ CEL with its type checker), chosen by hack/bench_cel.py:
-it answered every case of the Kubernetes-style table as cel-go does and evaluates the shard guard
-about 9x faster than the next candidate. Expressions are type-checked at compile time, so an unknown
+it answered every case of the Kubernetes-style table as cel-go does and decides the shard guard about
+13x faster than the next candidate (17,800 vs 1,370 decisions/s on the development machine). Expressions are type-checked at compile time, so an unknown
 function or a misspelt method is a compile error, as in kube-apiserver.
 """
 

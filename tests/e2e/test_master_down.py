@@ -29,6 +29,16 @@ def refuses(port: int) -> bool:
         return True
 
 
+def grant_tenant(kube: KubeClient, user: str) -> None:
+    """RBAC for a tenant who edits applications (enforced once the API server authorizes requests)."""
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
+        "metadata": {"name": "app-tenant"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
+                                                       "verbs": ["get", "list", "create", "update", "patch"]}]})
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+        "metadata": {"name": f"{user}-app-tenant"}, "subjects": [{"kind": "User", "name": user}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-tenant"}})
+
+
 def test_users_write_while_the_master_is_down(tmp_path):
     from velashard.devcluster.server import APIServer
 
@@ -57,6 +67,7 @@ def test_users_write_while_the_master_is_down(tmp_path):
     try:
         install(kube, shard_guard_users=["admin"])  # as the chart does: the guard does not need the master
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+        grant_tenant(kube, "alice")
         master = start_master()
         start("shard-a")
         start("shard-b")

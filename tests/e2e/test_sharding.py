@@ -264,6 +264,8 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     assert shard in ("shard-a", "shard-b")  # scheduled at admission, not later
     removed = kube.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: None}}}, "apps")
     assert shard_of(removed) == shard  # a removed label comes back
+    from tests.e2e.test_master_down import grant_tenant
+    grant_tenant(kube, "alice")
     alice = KubeClient.from_kubeconfig(server.write_kubeconfig(str(tmp_path / "alice"), user="alice"),
                                        shard_id="alice")
     other = "shard-a" if shard == "shard-b" else "shard-b"

@@ -27,6 +27,21 @@ def cluster(make_apiserver):
     api.close()
 
 
+def as_tenant(server, api, user: str = "alice"):
+    """A client for `user`, who may edit config maps and applications (RBAC, once the server enforces it)."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    rbac.create_cluster_role({"metadata": {"name": f"{user}-tenant"}, "rules": [
+        {"apiGroups": ["", "core.oam.dev"], "resources": ["configmaps", "applications"],
+         "verbs": ["get", "list", "create", "update", "patch", "delete"]}]})
+    rbac.create_cluster_role_binding({"metadata": {"name": f"{user}-tenant"},
+                                      "subjects": [{"kind": "User", "name": user,
+                                                    "apiGroup": "rbac.authorization.k8s.io"}],
+                                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                  "name": f"{user}-tenant"}})
+    return config.new_client_from_config(config_file=server.write_kubeconfig(server.kubeconfig + f"-{user}",
+                                                                             user=user))
+
+
 def policy(name: str, validations: list[dict], rules: list[dict] | None = None, **spec) -> dict:
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": name},
@@ -181,8 +196,7 @@ def test_variables_request_old_object_and_namespace_object(cluster):
                                                     "namespaceObject.metadata.labels : {}"},
                    {"name": "frozen", "expression": "'freeze' in variables.labels && "
                                                     "variables.labels['freeze'] == 'true'"}]))
-    alice = config.new_client_from_config(config_file=server.write_kubeconfig(server.kubeconfig + "-alice",
-                                                                              user="alice"))
+    alice = as_tenant(server, api)
     status = denied(alice, cm("c", namespace="frozen"), "frozen")
     assert status["message"].endswith("namespace frozen is frozen for alice in groups system:authenticated")
     create_cm(api, cm("c", namespace="frozen"), "frozen")  # admin
@@ -307,8 +321,7 @@ def test_velashard_install_ships_the_shard_label_guard(cluster, capsys):
     app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {
         "name": "chosen", "namespace": "default", "labels": {"controller.core.oam.dev/scheduled-shard-id": "s1"}},
         "spec": {"components": []}}
-    alice = config.new_client_from_config(config_file=server.write_kubeconfig(server.kubeconfig + "-alice",
-                                                                              user="alice"))
+    alice = as_tenant(server, api)
     with pytest.raises(ApiException) as err:
         client.CustomObjectsApi(alice).create_namespaced_custom_object("core.oam.dev", "v1beta1", "default",
                                                                        "applications", app)

@@ -72,6 +72,27 @@ def test_compile_errors_are_configuration_errors():
     assert cel.compile_expression("'A,B'.lowerAscii().split(',') == ['a', 'b']").evaluate({}) is True
 
 
+@pytest.mark.parametrize("source,expected", [
+    ("[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3", True),
+    ("object.replicas.sum()", 6),
+    ("['a', 'b'].isSorted() && ![2, 1].isSorted()", True),
+    ("'v1.25.3'.find('[0-9]+')", "1"),
+    ("'a1b22c333'.findAll('[0-9]+')", ["1", "22", "333"]),
+    ("'a1b22c333'.findAll('[0-9]+', 2)", ["1", "22"]),
+    ("'Hello'.lowerAscii().startsWith('he')", True),
+])
+def test_kubernetes_library_functions(source, expected):
+    assert cel.compile_expression(source).evaluate({"object": {"replicas": [1, 2, 3]}}) == expected
+
+
+@pytest.mark.parametrize("source,fragment", [("[].min()", "min called on empty list"),
+                                             ("'x'.find('(')", "unterminated subpattern")])
+def test_kubernetes_library_errors_are_evaluation_errors(source, fragment):
+    with pytest.raises(cel.EvaluationError) as err:
+        cel.compile_expression(source).evaluate({})
+    assert fragment in str(err.value)
+
+
 def attrs(plural, obj=None, old=None, op="CREATE", name="a", namespace="n"):
     return Attributes(op, TYPES[plural], None, namespace if TYPES[plural].namespaced else "", name, obj, old,
                       {"username": "alice", "groups": ["g"]})

@@ -17,6 +17,7 @@ setup(
         "prometheus_client>=0.20",
         "PyYAML>=6",
         "jsonschema>=4",
+        "cel-expr-python>=0.1.3",
     ],
     extras_require={
         "test": [

@@ -282,14 +282,22 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     assert shard in ("shard-a", "shard-b")  # scheduled at admission, not later
     removed = kube.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: None}}}, "apps")
     assert shard_of(removed) == shard  # a removed label comes back
+    from tests.e2e.test_master_down import grant_tenant
+    grant_tenant(kube, "alice")
     alice = KubeClient.from_kubeconfig(server.write_kubeconfig(str(tmp_path / "alice"), user="alice"),
                                        shard_id="alice")
     other = "shard-a" if shard == "shard-b" else "shard-b"
-    with pytest.raises(errors.Forbidden) as err:
+    with pytest.raises(errors.Invalid) as err:  # the shard-label guard, a ValidatingAdmissionPolicy
         alice.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: other}}}, "apps")
-    assert err.value.code == 403
+    assert err.value.code == 422 and "ValidatingAdmissionPolicy 'velashard-shard-label-guard'" in err.value.message
     assert "velashard reschedule hooked -n apps" in err.value.message
     assert shard_of(kube.get(APPLICATIONS, "hooked", "apps")) == shard
+    chosen = {**app("chosen"), "metadata": {"name": "chosen", "namespace": "apps", "labels": {
+        labels.SCHEDULED_SHARD_ID: other}, "annotations": {labels.ASSIGNED_BY_WEBHOOK: other}}}
+    with pytest.raises(errors.Invalid) as err:  # a copied webhook annotation is stripped by the webhook
+        alice.create(APPLICATIONS, chosen)
+    assert f'may not choose shard "{other}"' in err.value.message
+    assert shard_of(alice.create(APPLICATIONS, app("alices"))) in ("shard-a", "shard-b")
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": "tenant-b", "labels": {labels.SHARD_ID: "shard-b"}}})
     pinned = kube.create(APPLICATIONS, {**app("pinned"), "metadata": {"name": "pinned", "namespace": "tenant-b"}})

@@ -59,17 +59,35 @@ def test_sharding_on_with_gates_pdb_and_placement():
     assert pod["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "master"
     assert pod["spec"]["nodeSelector"] == {"role": "control"} and pod["spec"]["tolerations"][0]["key"] == "dedicated"
     assert find(docs, "Service")["spec"]["selector"]["controller.core.oam.dev/shard-id"] == "master"
-    mutating = find(docs, "MutatingWebhookConfiguration")["webhooks"][0]
-    assert mutating["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
-    assert mutating["failurePolicy"] == "Ignore" and mutating["timeoutSeconds"] == 5
-    assert mutating["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
-    validating = find(docs, "ValidatingWebhookConfiguration")["webhooks"][0]
-    assert validating["failurePolicy"] == "Ignore" and validating["rules"][0]["operations"] == ["UPDATE"]
-    gated = render({"sharding": {"enabled": True}, "featureGates": {"ValidateComponentWhenSharding": True}})
-    assert find(gated, "ValidatingWebhookConfiguration")["webhooks"][0]["rules"][0]["operations"] == ["CREATE",
-                                                                                                    "UPDATE"]
+    create_hook, update_hook = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert create_hook["rules"][0]["operations"] == ["CREATE"] and "objectSelector" not in create_hook
+    assert update_hook["rules"][0]["operations"] == ["UPDATE"]
+    assert update_hook["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    for hook in (create_hook, update_hook):
+        assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
+        assert hook["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
+    assert not [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]  # only with the gate
+    gated = render({"sharding": {"enabled": True}, "featureGates": {"ValidateComponentWhenSharding": True},
+                    "webhook": {"failurePolicy": {"validating": "Ignore"}}})
+    validating = find(gated, "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert validating["failurePolicy"] == "Ignore" and validating["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert find(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     validate(build_parser().parse_args(args), build_parser())
+
+
+def test_shard_label_guard_is_the_one_velashard_install_ships():
+    from velashard.devcluster.policy import validate_binding, validate_policy
+    from velashard.sharding.guard import guard_objects
+
+    assert not [d for d in render({}) if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    docs = render({"sharding": {"enabled": True, "shardAdmins": {"users": ["ops"], "groups": ["sre"]}}})
+    policy = find(docs, "ValidatingAdmissionPolicy")
+    binding = find(docs, "ValidatingAdmissionPolicyBinding")
+    expected_policy, expected_binding = guard_objects(["system:serviceaccount:vela-system:kubevela-velashard", "ops"],
+                                                      ["sre"])
+    assert policy["spec"] == expected_policy["spec"]
+    assert binding["spec"] == dict(expected_binding["spec"], policyName=policy["metadata"]["name"])
+    assert validate_policy(policy) == [] and validate_binding(binding) == []
 
 
 def test_least_privilege_rbac():

@@ -14,6 +14,8 @@ from velashard.webhook.decisions import (MutationContext, ReviewError, Validatio
 from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH, create_app
 
 SHARD = "controller.core.oam.dev/scheduled-shard-id"
+MARK = "controller.core.oam.dev/shard-assigned-by-webhook"
+MARK_PATH = MARK.replace("/", "~1")
 
 
 def request(op="CREATE", labels=None, old_labels=None, user="alice", steps=None):
@@ -33,7 +35,7 @@ def patch_of(answer):
 
 def test_mutate_schedules_inherits_and_names_steps():
     ctx = MutationContext(pick=lambda app: "shard-1")
-    assert patch_of(mutate(request(), ctx)) == [
+    assert patch_of(mutate(request(), ctx))[:2] == [
         {"op": "add", "path": "/metadata/labels", "value": {}},
         {"op": "add", "path": "/metadata/labels/controller.core.oam.dev~1scheduled-shard-id", "value": "shard-1"}]
     inherited = patch_of(mutate(request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}), ctx))
@@ -47,15 +49,21 @@ def test_mutate_schedules_inherits_and_names_steps():
     assert patch_of(mutate(request(), MutationContext(pick=lambda app: None))) == []
 
 
-def test_validate_protects_the_shard_label():
-    ctx = ValidationContext(privileged_users={"system:serviceaccount:vela-system:vela-core"})
-    denied = validate(request("UPDATE", labels={SHARD: "b"}, old_labels={SHARD: "a"}), ctx)["response"]
-    assert denied["allowed"] is False and denied["status"]["code"] == 403
-    assert "velashard reschedule a -n n --shard-id b" in denied["status"]["message"]
-    ok = validate(request("UPDATE", labels={SHARD: "b"}, old_labels={SHARD: "a"},
-                          user="system:serviceaccount:vela-system:vela-core"), ctx)["response"]
-    assert ok["allowed"] is True
-    assert validate(request("UPDATE", labels={SHARD: "a"}, old_labels={}), ctx)["response"]["allowed"] is True
+def test_mutate_marks_its_own_choice_and_strips_a_users_copy():
+    ctx = MutationContext(pick=lambda app: "shard-1")
+    marked = patch_of(mutate(request(), ctx))
+    assert marked[-2:] == [{"op": "add", "path": "/metadata/annotations", "value": {}},
+                           {"op": "add", "path": f"/metadata/annotations/{MARK_PATH}", "value": "shard-1"}]
+    forged = request(labels={SHARD: "shard-2"})
+    forged["object"]["metadata"]["annotations"] = {MARK: "shard-2"}
+    assert patch_of(mutate(forged, ctx)) == [{"op": "remove", "path": f"/metadata/annotations/{MARK_PATH}"}]
+    inherited = patch_of(mutate(request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}), ctx))
+    assert not [op for op in inherited if "annotations" in op["path"]]  # inheriting is no new choice
+
+
+def test_validate_checks_components_only():
+    assert validate(request("UPDATE", labels={SHARD: "b"}, old_labels={SHARD: "a"}),
+                    ValidationContext())["response"]["allowed"] is True  # the guard is a policy now
     checked = ValidationContext(check_components=lambda obj: 'component "x": unknown type')
     assert validate(request(), checked)["response"]["status"]["code"] == 422
 
@@ -113,11 +121,17 @@ def test_configurations_and_certificate_renewal():
 
     opts = WebhookOptions(url="https://dev.example:9443")
     mutating, validating = configurations(opts, b"CA")
-    hook = mutating["webhooks"][0]
-    assert hook["clientConfig"]["url"] == f"https://dev.example:9443{MUTATING_PATH}"
-    assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
-    assert hook["objectSelector"]["matchExpressions"][0] == {"key": SHARD, "operator": "DoesNotExist"}
-    assert validating["webhooks"][0]["clientConfig"]["url"].endswith(VALIDATING_PATH)
+    create_hook, update_hook = mutating["webhooks"]
+    for hook in (create_hook, update_hook):
+        assert hook["clientConfig"]["url"] == f"https://dev.example:9443{MUTATING_PATH}"
+        assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
+    assert create_hook["rules"][0]["operations"] == ["CREATE"] and "objectSelector" not in create_hook
+    assert update_hook["objectSelector"]["matchExpressions"][0] == {"key": SHARD, "operator": "DoesNotExist"}
+    assert validating is None  # without ValidateComponentWhenSharding no validating webhook is registered
+    _, gated = configurations(WebhookOptions(url=opts.url, validate_components=True,
+                                             validating_failure_policy="Ignore"), b"CA")
+    assert gated["webhooks"][0]["clientConfig"]["url"].endswith(VALIDATING_PATH)
+    assert gated["webhooks"][0]["failurePolicy"] == "Ignore"
     in_cluster, _ = configurations(WebhookOptions(), b"CA")
     assert in_cluster["webhooks"][0]["clientConfig"]["service"]["name"] == "velashard-webhook"
     assert serving_hosts(opts)[0] == "dev.example"

@@ -6,6 +6,9 @@ SHARD_ID = "controller.core.oam.dev/shard-id"
 SCHEDULED_SHARD_ID = "controller.core.oam.dev/scheduled-shard-id"
 # Set by the master on an app it wants the owning shard to let go of (drain handshake).
 DRAIN = "controller.core.oam.dev/drain"
+# Annotation: the shard id the mutating webhook assigned on this request (it strips one a user sent),
+# so that the shard-label guard (a ValidatingAdmissionPolicy) tells its choice from the user's.
+ASSIGNED_BY_WEBHOOK = "controller.core.oam.dev/shard-assigned-by-webhook"
 MASTER_SHARD_ID = "master"
 
 # Discovery: controller pods carry this label.

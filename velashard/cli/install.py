@@ -11,6 +11,13 @@ from velashard.kube.client import KubeClient
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("--enable-sharding", action="store_true",
+                        help="also install the shard-label guard (a ValidatingAdmissionPolicy): only the controller "
+                             "and shard admins may set or change an app's controller.core.oam.dev/scheduled-shard-id")
+    parser.add_argument("--controller-identity", default="system:serviceaccount:vela-system:vela-core",
+                        help="the user the master runs as (default system:serviceaccount:vela-system:vela-core)")
+    parser.add_argument("--shard-admin-users", default="", help="comma-separated users who may move applications")
+    parser.add_argument("--shard-admin-groups", default="", help="comma-separated groups who may move applications")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:  # a config problem is the user's to fix
         raise UsageError(f"cannot load Kubernetes configuration: {err}")
     try:
-        install(client, report=print)
+        users = [args.controller_identity] + [u for u in args.shard_admin_users.split(",") if u] \
+            if args.enable_sharding else None
+        install(client, report=print, shard_guard_users=users,
+                shard_guard_groups=[g for g in args.shard_admin_groups.split(",") if g])
     except errors.KubeError as err:
         print(f"velashard install: {err}")
         return 1

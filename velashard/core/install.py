@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from velashard.apis.oam import COMPONENT_DEFINITIONS, CRDS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
 from velashard.core.builtins import builtin_definitions
 from velashard.kube import errors
 from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
+from velashard.kube.resources import ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS, NAMESPACES
 from velashard.kube.resources import CRDS as CRD_RESOURCE
-from velashard.kube.resources import NAMESPACES
+from velashard.sharding.guard import guard_objects
 
 
 def _established(crd: dict) -> bool:
@@ -19,8 +20,10 @@ def _established(crd: dict) -> bool:
                for c in (crd.get("status") or {}).get("conditions") or [])
 
 
-def install(client: KubeClient, report: Callable[[str], None] = lambda _line: None, timeout: float = 60.0) -> None:
-    """CRDs first (waiting until they are served), then vela-system and the built-in definitions."""
+def install(client: KubeClient, report: Callable[[str], None] = lambda _line: None, timeout: float = 60.0,
+            shard_guard_users: Sequence[str] | None = None, shard_guard_groups: Sequence[str] = ()) -> None:
+    """CRDs first (waiting until they are served), then vela-system and the built-in definitions; with
+    `shard_guard_users` (sharding: the controller's identity and shard admins) also the shard-label guard."""
     for crd in CRDS:
         report(f'customresourcedefinition/{crd["metadata"]["name"]} {upsert(client, CRD_RESOURCE, crd)}')
     deadline = time.monotonic() + timeout
@@ -35,3 +38,14 @@ def install(client: KubeClient, report: Callable[[str], None] = lambda _line: No
     for definition in builtin_definitions():
         res = COMPONENT_DEFINITIONS if definition["kind"] == "ComponentDefinition" else TRAIT_DEFINITIONS
         report(f'{definition["kind"].lower()}/{definition["metadata"]["name"]} {upsert(client, res, definition)}')
+    if shard_guard_users is not None:
+        install_shard_guard(client, shard_guard_users, shard_guard_groups, report)
+
+
+def install_shard_guard(client: KubeClient, users: Sequence[str], groups: Sequence[str] = (),
+                        report: Callable[[str], None] = lambda _line: None) -> None:
+    """The ValidatingAdmissionPolicy and binding that keep users from choosing or changing an app's shard."""
+    policy, binding = guard_objects(users, groups)
+    report(f'validatingadmissionpolicy/{policy["metadata"]["name"]} {upsert(client, ADMISSION_POLICIES, policy)}')
+    report(f'validatingadmissionpolicybinding/{binding["metadata"]["name"]} '
+           f'{upsert(client, ADMISSION_POLICY_BINDINGS, binding)}')

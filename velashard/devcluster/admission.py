@@ -9,7 +9,7 @@ import logging
 import ssl
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +39,8 @@ class Attributes:
     old: dict[str, Any] | None
     user: dict[str, Any]
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)  # sent back as `Warning` headers
+    annotations: dict[str, str] = field(default_factory=dict)  # recorded in the audit log
 
 
 class WebhookCallError(Exception):
@@ -85,9 +87,11 @@ class Admission:
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._idle: dict[tuple, list[http.client.HTTPSConnection]] = {}
+        from velashard.devcluster.policy import PolicyAdmission  # policy builds on this module's matching
+        self.policies = PolicyAdmission(store)
 
     def active(self) -> bool:
-        return bool(self._store.list(_MUTATING)[0] or self._store.list(_VALIDATING)[0])
+        return bool(self._store.list(_MUTATING)[0] or self._store.list(_VALIDATING)[0]) or self.policies.active()
 
     def mutate(self, attrs: Attributes) -> dict[str, Any] | None:
         """Run matching mutating webhooks in order; returns the (possibly patched) object."""
@@ -111,6 +115,8 @@ class Admission:
         return attrs.obj
 
     def validate(self, attrs: Attributes) -> None:
+        """ValidatingAdmissionPolicies, then validating webhooks: kube-apiserver's plugin order."""
+        self.policies.validate(attrs)
         for config in self._store.list(_VALIDATING)[0]:
             for hook in config.get("webhooks") or []:
                 if self._matches(hook, attrs):

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from velashard.devcluster import errors
+from velashard.devcluster import errors, policy
 from velashard.devcluster.resources import Registry, ResourceType
 from velashard.devcluster.rest import GC_USER, Request, RestAPI
 from velashard.devcluster.store import Event, now_rfc3339
@@ -98,6 +98,9 @@ class Controllers:
             self._finalize(event.gr, obj)
         elif event.gr == CRD_GR and not _established(obj):
             self._establish(obj)
+        elif event.gr == policy.POLICIES and policy.status_update(obj) is not None:
+            self._api.patch(self._types.for_group_resource(*policy.POLICIES), "", meta["name"],
+                            "application/merge-patch+json", {"status": policy.status_update(obj)}, self._req, "status")
 
     # --- garbage collection ----------------------------------------------------------------------
 

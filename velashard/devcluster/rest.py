@@ -43,6 +43,8 @@ class Request:
 
     user: dict[str, Any] = field(default_factory=lambda: dict(SYSTEM_USER))
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)  # admission warnings for the response
+    annotations: dict[str, str] = field(default_factory=dict)  # admission audit annotations
 
 
 @dataclass
@@ -376,8 +378,10 @@ class RestAPI:
                 else:
                     event = self.store.replace(gr, new, old_meta["resourceVersion"])
             except errors.APIError as err:
-                if err.code == 409 and not wanted_rv:
-                    continue  # unconditional writes retry against the newer object, as kube-apiserver does
+                if err.code == 409:
+                    # Retry against the newer object, as kube-apiserver does: a client's resourceVersion
+                    # precondition is checked again there, and a patch is applied again.
+                    continue
                 raise
             self._committed(rt, event)
             return Result(event.obj, event.raw)
@@ -497,7 +501,7 @@ class RestAPI:
                           obj: dict[str, Any] | None, old: dict[str, Any] | None, req: Request) -> None:
         if self.admission.active():
             attrs = Attributes(op, rt, sub, namespace if rt.namespaced else "", name, obj, old, req.user,
-                               req.dry_run)
+                               req.dry_run, req.warnings, req.annotations)
             if op == "DELETE":
                 self.admission.mutate(attrs)
             self.admission.validate(attrs)

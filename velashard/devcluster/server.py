@@ -183,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
+        for warning in getattr(self, "_warnings", ()):
+            self.send_header("Warning", '299 - "%s"' % warning.replace("\\", "\\\\").replace('"', '\\"'))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -223,6 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self._user = user_from_headers(self.headers)
+        self._warnings: list[str] = []
+        self._annotations: dict[str, str] = {}
         path = parts.path.rstrip("/") or "/"
         try:
             self._route(path)
@@ -241,7 +245,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._recorded = True
         self.apiserver.audit.record(
             userAgent=self.headers.get("User-Agent", ""), user=self._user["username"], code=self._code,
-            durationMs=round((time.monotonic() - self._started) * 1000, 3), **self._audit)
+            durationMs=round((time.monotonic() - self._started) * 1000, 3), **self._audit,
+            **({"annotations": dict(self._annotations)} if self._annotations else {}))
 
     def _safe_error(self, err: errors.APIError) -> None:
         try:
@@ -410,7 +415,8 @@ class _Handler(BaseHTTPRequestHandler):
         dry_run = self._query.get("dryRun")
         if dry_run not in (None, "All"):
             raise errors.bad_request(f'unsupported dryRun value "{dry_run}": only "All" is supported')
-        return Request(user=self._user, dry_run=dry_run == "All")
+        return Request(user=self._user, dry_run=dry_run == "All", warnings=self._warnings,
+                       annotations=self._annotations)
 
     def _delete_options(self) -> dict[str, Any]:
         body = self._read_body() or {}

@@ -11,6 +11,7 @@ import copy
 import re
 from typing import Any
 
+from velashard.devcluster import policy
 from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
 from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 
@@ -92,6 +93,7 @@ def _template_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
     """Defaulting kube-apiserver performs on decode (a subset covering the fields users notice)."""
+    policy.apply_defaults(kind, obj)
     spec = obj.get("spec")
     if kind in ("Deployment", "StatefulSet", "DaemonSet") and isinstance(spec, dict):
         if kind != "DaemonSet":
@@ -405,4 +407,6 @@ _VALIDATORS = {
     "Service": _validate_service,
     "Secret": _validate_secret,
     "CustomResourceDefinition": _validate_crd,
+    "ValidatingAdmissionPolicy": policy.validate_policy,
+    "ValidatingAdmissionPolicyBinding": policy.validate_binding,
 }

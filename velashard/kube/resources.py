@@ -51,3 +51,7 @@ MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebh
                              "MutatingWebhookConfiguration", namespaced=False)
 VALIDATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                "ValidatingWebhookConfiguration", namespaced=False)
+ADMISSION_POLICIES = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                              "ValidatingAdmissionPolicy", namespaced=False)
+ADMISSION_POLICY_BINDINGS = Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+                                     "ValidatingAdmissionPolicyBinding", namespaced=False)

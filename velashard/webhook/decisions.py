@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -77,25 +77,41 @@ class MutationContext:
 
 
 def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
+    """Schedule an unscheduled app (or give back the shard a user removed) and name unnamed workflow steps.
+
+    A shard this webhook assigns is also written to an annotation, which the shard-label guard (a
+    ValidatingAdmissionPolicy, run after this webhook) reads to tell the webhook's choice from the user's;
+    the same annotation sent by a user is removed.
+    """
     uid = request["uid"]
     obj = request.get("object")
     if not _is_application(request) or request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return review_response(uid)
     patch: list[dict[str, Any]] = []
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    if labels.ASSIGNED_BY_WEBHOOK in annotations:
+        patch.append({"op": "remove", "path": f"/metadata/annotations/{_escape(labels.ASSIGNED_BY_WEBHOOK)}"})
     current = _labels(obj)
     if not current.get(labels.SCHEDULED_SHARD_ID):
         old_labels = _labels(request.get("oldObject")) if request["operation"] == "UPDATE" else {}
         if labels.DRAIN in old_labels:
             # A shard acknowledging a drain: the background scheduler moves the app with its dependents.
-            return review_response(uid)
+            return review_response(uid, patch=patch)
         shard = old_labels.get(labels.SCHEDULED_SHARD_ID)
+        picked = False
         if not shard and ctx.auto_schedule:
-            shard = ctx.pick(obj)
+            shard, picked = ctx.pick(obj), True
         if shard:
-            if not isinstance((obj.get("metadata") or {}).get("labels"), dict):
+            if not isinstance(meta.get("labels"), dict):
                 patch.append({"op": "add", "path": "/metadata/labels", "value": {}})
             patch.append({"op": "add", "path": f"/metadata/labels/{_escape(labels.SCHEDULED_SHARD_ID)}",
                           "value": shard})
+            if picked:
+                if not isinstance(meta.get("annotations"), dict):
+                    patch.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+                patch.append({"op": "add", "path": f"/metadata/annotations/{_escape(labels.ASSIGNED_BY_WEBHOOK)}",
+                              "value": shard})
     steps = ((obj.get("spec") or {}).get("workflow") or {}).get("steps") if isinstance(obj.get("spec"), dict) else None
     if isinstance(steps, list):
         for i, step in enumerate(steps):
@@ -107,9 +123,12 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
 
 @dataclass
 class ValidationContext:
-    """Who may move apps between shards, and an optional check of components and traits."""
+    """The check of components and traits (feature gate ValidateComponentWhenSharding).
 
-    privileged_users: set[str] = field(default_factory=set)
+    The shard-label guard is not here: it is a ValidatingAdmissionPolicy (velashard.sharding.guard), so
+    that users' writes do not depend on the master being up.
+    """
+
     check_components: Callable[[dict[str, Any]], str | None] | None = None
 
 
@@ -117,20 +136,8 @@ def validate(request: dict[str, Any], ctx: ValidationContext) -> dict[str, Any]:
     uid = request["uid"]
     if not _is_application(request) or request.get("operation") not in ("CREATE", "UPDATE"):
         return review_response(uid)
-    obj = request.get("object") or {}
-    old_shard = _labels(request.get("oldObject")).get(labels.SCHEDULED_SHARD_ID)
-    new_shard = _labels(obj).get(labels.SCHEDULED_SHARD_ID)
-    user = (request.get("userInfo") or {}).get("username", "")
-    if request["operation"] == "UPDATE" and old_shard and new_shard and new_shard != old_shard \
-            and user not in ctx.privileged_users:
-        meta = obj.get("metadata") or {}
-        return review_response(uid, False, code=403, message=(
-            f'user "{user}" may not change label {labels.SCHEDULED_SHARD_ID} from "{old_shard}" to "{new_shard}": '
-            f"moving an application between shards must also move its revisions and trackers; use "
-            f"`velashard reschedule {meta.get('name', 'APP')} -n {meta.get('namespace', 'NS')} "
-            f"--shard-id {new_shard}` as a shard admin"))
     if ctx.check_components is not None:
-        problem = ctx.check_components(obj)
+        problem = ctx.check_components(request.get("object") or {})
         if problem:
             return review_response(uid, False, code=422, message=problem)
     return review_response(uid)

@@ -21,8 +21,10 @@ from velashard.apis import labels
 from velashard.kube import errors
 from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
-from velashard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from velashard.kube.resources import (ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS, MUTATING_WEBHOOKS,
+                                      VALIDATING_WEBHOOKS)
 from velashard.observability import fields
+from velashard.sharding.guard import guard_objects
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH
 
@@ -41,7 +43,10 @@ class WebhookOptions:
     validating_failure_policy: str = "Fail"
     schedulable_shards: str = ""
     strategy: str = "round-robin"
+    # Out of cluster (url set) the master also installs the shard-label guard with these privileged users
+    # and groups; in a cluster the chart or `velashard install` ships it.
     privileged_users: tuple[str, ...] = ()
+    privileged_groups: tuple[str, ...] = ()
     auto_schedule: bool = True
     validate_components: bool = False
     kubeconfig: str | None = None
@@ -69,8 +74,9 @@ def load_or_make_certificates(opts: WebhookOptions) -> tuple[KeyPair, KeyPair]:
     return ca, make_serving_cert(ca, serving_hosts(opts))
 
 
-def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The webhook configurations: unscheduled apps only reach the mutating webhook (objectSelector)."""
+def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(mutating, validating or None): the validating webhook exists only to check components
+    (ValidateComponentWhenSharding); the shard-label guard is a ValidatingAdmissionPolicy."""
     bundle = base64.b64encode(ca_bundle).decode()
 
     def client_config(path: str) -> dict[str, Any]:
@@ -79,30 +85,53 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
         return {"service": {"namespace": opts.namespace, "name": opts.service_name, "path": path,
                             "port": 443}, "caBundle": bundle}
 
-    rules = [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
-              "resources": ["applications"], "scope": "Namespaced"}]
-    # Shard-label protection concerns updates only; creates need the validating call only to check components.
-    validating_rules = [dict(rules[0], operations=["CREATE", "UPDATE"] if opts.validate_components else ["UPDATE"])]
+    def rules(*operations: str) -> list[dict[str, Any]]:
+        return [{"operations": list(operations), "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
+                 "resources": ["applications"], "scope": "Namespaced"}]
+
+    def hook(name: str, path: str, operations: tuple[str, ...], failure_policy: str, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "clientConfig": client_config(path), "rules": rules(*operations),
+                "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
+                "failurePolicy": failure_policy, **extra}
+
+    # Every create reaches the mutating webhook (it strips a user's copy of the webhook's annotation);
+    # updates only when the old or new app has no shard label. Ignore: with the master down, writes
+    # succeed and the background scheduler schedules what was missed.
     mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": opts.mutating_name}, "webhooks": [{
-                    "name": "mutating.core.oam.dev.v1beta1.applications", "clientConfig": client_config(MUTATING_PATH),
-                    "rules": rules, "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
-                    "failurePolicy": "Ignore", "reinvocationPolicy": "Never",
-                    "objectSelector": {"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
-                                                             "operator": "DoesNotExist"}]}}]}
+                "metadata": {"name": opts.mutating_name}, "webhooks": [
+                    hook("mutating-create.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("CREATE",), "Ignore",
+                         reinvocationPolicy="Never"),
+                    hook("mutating.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",), "Ignore",
+                         reinvocationPolicy="Never",
+                         objectSelector={"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
+                                                               "operator": "DoesNotExist"}]})]}
+    if not opts.validate_components:
+        return mutating, None
     validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                  "metadata": {"name": opts.validating_name}, "webhooks": [{
-                      "name": "validating.core.oam.dev.v1beta1.applications",
-                      "clientConfig": client_config(VALIDATING_PATH), "rules": validating_rules,
-                      "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
-                      "failurePolicy": opts.validating_failure_policy}]}
+                  "metadata": {"name": opts.validating_name}, "webhooks": [
+                      hook("validating.core.oam.dev.v1beta1.applications", VALIDATING_PATH, ("CREATE", "UPDATE"),
+                           opts.validating_failure_policy)]}
     return mutating, validating
 
 
 def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None:
-    """With --webhook-url, create or update the configurations; else put the CA into the existing ones."""
+    """With --webhook-url, create or update the configurations and the shard-label guard; else put the CA
+    into the existing configurations."""
     mutating, validating = configurations(opts, ca_bundle)
+    if opts.url:
+        if validating is None:
+            try:
+                client.delete(VALIDATING_WEBHOOKS, opts.validating_name)
+                log.info("webhook configuration deleted: components are not validated", extra=fields(
+                    name=opts.validating_name))
+            except errors.NotFound:
+                pass
+        policy, binding = guard_objects(opts.privileged_users, opts.privileged_groups)
+        for res, body in ((ADMISSION_POLICIES, policy), (ADMISSION_POLICY_BINDINGS, binding)):
+            log.info("shard-label guard " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
     for res, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
+        if body is None:
+            continue
         if opts.url:
             log.info("webhook configuration " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
             continue
@@ -143,8 +172,7 @@ class WebhookRunner:
         self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind", f"0.0.0.0:{self.opts.port}",
                       "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
-                      "--privileged-users", ",".join(self.opts.privileged_users), "--log-format",
-                      self.opts.log_format, "--parent-pid", str(os.getpid())]
+                      "--log-format", self.opts.log_format, "--parent-pid", str(os.getpid())]
         if self.opts.kubeconfig:
             self._args += ["--kubeconfig", self.opts.kubeconfig]
         if not self.opts.auto_schedule:

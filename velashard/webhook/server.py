@@ -119,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--namespace", required=True)
     p.add_argument("--schedulable-shards", default="")
     p.add_argument("--shard-scheduler", choices=STRATEGIES, default="round-robin")
-    p.add_argument("--privileged-users", default="")
     p.add_argument("--disable-auto-schedule", action="store_true")
     p.add_argument("--validate-components", action="store_true")
     p.add_argument("--threads", type=int, default=8)
@@ -145,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             return scheduler.pick(app, discovery.available(), loads, pinned_shard(lookups.namespace(namespace)))
 
         mutation = MutationContext(pick=pick, auto_schedule=not args.disable_auto_schedule)
-        validation = ValidationContext(privileged_users={u for u in args.privileged_users.split(",") if u},
-                                       check_components=lookups.check_components if args.validate_components
+        validation = ValidationContext(check_components=lookups.check_components if args.validate_components
                                        else None)
         return create_app(mutation, validation)
 

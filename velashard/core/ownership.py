@@ -8,7 +8,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.patch import three_way_merge
 
-LAST_APPLIED = "app.oam.dev/last-applied-configuration"
+LAST_APPLIED = labels.LAST_APPLIED
 
 
 def owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from velashard.apis.labels import APPS_ANNOTATION, LOAD_LABEL
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.leaderelection import micro_time
@@ -14,9 +15,6 @@ from velashard.kube.resources import LEASES
 from velashard.observability import fields
 
 log = logging.getLogger("velashard.sharding.loads")
-
-LOAD_LABEL = "velashard.io/shard-load"
-APPS_ANNOTATION = "velashard.io/applications"
 
 
 def lease_name(shard: str) -> str:

@@ -8,7 +8,7 @@ from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
 from velashard.core.health import policy_health, resource_health
 from velashard.core.rendering import Definitions, RenderError, render_app, template_cache_info
-from velashard.core.revision import app_hash, revisions_to_prune
+from velashard.core.revisions import app_hash, revisions_to_prune
 from velashard.core.workflow import WorkflowState, app_phase, validate_steps, workflow_steps
 
 

@@ -131,7 +131,7 @@ class Controller:
             # the log line carries.
             log.error("reconcile failed", exc_info=not isinstance(err, errors.KubeError),
                       extra=fields(controller=self.name, key=key, error=str(err),
-                                   retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
+                                  retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
             self.queue.add_rate_limited(key)
             return
         elapsed = time.monotonic() - started
@@ -165,6 +165,7 @@ class Controller:
             outcome = "retry"
             self.queue.add_rate_limited(key)
         RECONCILE_TOTAL.labels(controller=self.name, result=outcome).inc()
-        log.info("reconcile did not complete" if outcome == "retry" else "reconcile stopped",
-                 extra=fields(controller=self.name, key=key, result=outcome, error=str(err),
-                              retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
+        level = logging.INFO if outcome == "retry" else logging.WARNING
+        log.log(level, "reconcile did not complete" if outcome == "retry" else "reconcile stopped",
+                extra=fields(controller=self.name, key=key, result=outcome, error=str(err),
+                             retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))

@@ -39,7 +39,8 @@ def test_webservice_scaler_expose(defs):
                                             labels.APP_COMPONENT: "web"}
     selector = deploy["spec"]["selector"]["matchLabels"]
     assert all(deploy["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
-    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [{"containerPort": 80}]
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 80, "protocol": "TCP", "name": "port-80"}]
     assert [(s["metadata"]["name"], s["spec"]["ports"][0]["port"]) for s in services] == [("web", 80),
                                                                                          ("web-extra", 9090)]
     assert comp.traits == ["scaler", "expose"]

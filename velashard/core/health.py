@@ -38,11 +38,12 @@ def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
 
 def policy_health(expression: str, live: dict[str, Any]) -> tuple[bool, str]:
     """A definition's health policy: a sandboxed Jinja expression over `context.output` (the live workload)."""
-    from jinja2 import TemplateError
+    from jinja2 import ChainableUndefined, TemplateError
     from jinja2.sandbox import SandboxedEnvironment
 
     try:
-        healthy = SandboxedEnvironment().compile_expression(expression)(context={"output": live})
+        # Missing status fields read as undefined (then `default`), as KubeVela's `*0 | int` does.
+        healthy = SandboxedEnvironment(undefined=ChainableUndefined).compile_expression(expression)(context={"output": live})
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         return False, f"health policy failed: {err}"
     return bool(healthy), "healthy by policy" if healthy else "unhealthy by policy"

@@ -20,6 +20,7 @@ from jinja2 import StrictUndefined, TemplateError as JinjaTemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from velashard.apis import labels
+from velashard.core.catalog.podparts import GLOBALS as POD_PARTS
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
 
 _ENV = SandboxedEnvironment(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False)
@@ -30,6 +31,7 @@ _ENV.globals["dict"] = dict
 _ENV.globals["drop_args"] = lambda args, drop: [
     a for a in args if a not in drop and not any(d.endswith(("=", "-")) and a.startswith(d) for d in drop)]
 _ENV.globals["pick"] = lambda mapping, *keys: {k: mapping[k] for k in keys if k in mapping}
+_ENV.globals.update(POD_PARTS)
 _TEMPLATES: LRUCache = LRUCache(maxsize=512)
 
 REF_OBJECTS = "__refObjects__"
@@ -281,7 +283,7 @@ def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str,
     jinja = ((definition.get("spec") or {}).get("schematic") or {}).get("jinja") or {}
     params = _validate_parameters(jinja.get("parameters"), trait.get("properties"), component, ttype)
     target = params.get("containerName")
-    if target is not None:
+    if target:  # KubeVela's default "" means the first container
         names = [c.get("name") for c in (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
             "containers") or [] if isinstance(c, dict)]
         if target not in names:

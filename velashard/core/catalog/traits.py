@@ -15,7 +15,7 @@ _TARGET = {"containerName": d(str_default(""), "Container to change; empty means
 # The container a trait changes: parameter.containerName, or the first container when it is empty.
 _HEAD = """
 {% set containers = context.output.spec.template.spec.containers %}
-{% set target = parameter.containerName or containers[0].name %}
+{% set target = (parameter.containerName | default("")) or containers[0].name %}
 """
 
 
@@ -43,11 +43,13 @@ _HANDLER = obj({"exec": obj({"command": STRS}, ("command",)),
                 "tcpSocket": obj({"port": INT, "host": STR}, ("port",))})
 
 _STORAGE = """
-{% set mounts = [] %}{% set volumes = [] %}{% set env = [] %}
+{% set mounts = [] %}{% set devices = [] %}{% set volumes = [] %}{% set env = [] %}
 {% for v in parameter.pvc | default([]) %}
-{% set _ = volumes.append({"name": v.name, "persistentVolumeClaim": {"claimName": v.claimName | default(v.name)}}) %}
+{% set _ = volumes.append({"name": v.name, "persistentVolumeClaim": {"claimName": v.name}}) %}
 {% if v.volumeMode == "Filesystem" %}
 {% set _ = mounts.append(dict({"name": v.name, "mountPath": v.mountPath}, **pick(v, "subPath"))) %}
+{% elif v.volumeMode == "Block" %}
+{% set _ = devices.append({"name": v.name, "devicePath": v.mountPath}) %}
 {% endif %}
 {% endfor %}
 {% for kind in ["configMap", "secret"] %}
@@ -87,6 +89,9 @@ patch:
 {% if mounts %}
           volumeMounts: {{ mounts | toyaml }}
 {% endif %}
+{% if devices %}
+          volumeDevices: {{ devices | toyaml }}
+{% endif %}
 {% if env %}
           env: {{ env | toyaml }}
 {% endif %}
@@ -94,9 +99,8 @@ patch:
         volumes: {{ volumes | toyaml }}
 {% endif %}
 {% set claims = (parameter.pvc | default([])) | rejectattr("mountOnly") | list %}
-{% set maps = (parameter.configMap | default([])) | rejectattr("mountOnly") | selectattr("data", "defined") | list %}
-{% set secrets = (parameter.secret | default([])) | rejectattr("mountOnly")
-                 | selectattr("data", "defined") | list %}
+{% set maps = (parameter.configMap | default([])) | rejectattr("mountOnly") | list %}
+{% set secrets = (parameter.secret | default([])) | rejectattr("mountOnly") | list %}
 {% if claims or maps or secrets %}
 outputs:
 {% for v in claims %}
@@ -104,7 +108,7 @@ outputs:
     apiVersion: v1
     kind: PersistentVolumeClaim
     metadata:
-      name: {{ (v.claimName | default(v.name)) | toyaml }}
+      name: {{ v.name | toyaml }}
     spec:
       accessModes: {{ v.accessModes | toyaml }}
       volumeMode: {{ v.volumeMode | toyaml }}
@@ -121,7 +125,9 @@ outputs:
     kind: ConfigMap
     metadata:
       name: {{ v.name | toyaml }}
+{% if v.data is defined %}
     data: {{ v.data | toyaml }}
+{% endif %}
 {% endfor %}
 {% for v in secrets %}
   secret-{{ v.name }}:
@@ -129,34 +135,41 @@ outputs:
     kind: Secret
     metadata:
       name: {{ v.name | toyaml }}
-    stringData: {{ v.data | toyaml }}
+{% for key in ["data", "stringData"] %}
+{% if v[key] is defined %}
+    {{ key }}: {{ v[key] | toyaml }}
+{% endif %}
+{% endfor %}
 {% endfor %}
 {% endif %}
 """
 
-_ENV_REF = obj({"envName": STR, "configMapKey": STR, "secretKey": STR}, ("envName",))
+_QUANTITY = {"type": "string", "pattern": "^([1-9][0-9]{0,63})(E|P|T|G|M|K|Ei|Pi|Ti|Gi|Mi|Ki)$"}
 _ITEMS = arr(obj({"key": STR, "path": STR, "mode": int_default(511)}, ("key", "path")))
 
 
 def _map_source(kind: str) -> dict[str, Any]:
-    return obj({"name": STR, "mountOnly": bool_default(False), "mountToEnv": _ENV_REF,
-                "mountToEnvs": arr(_ENV_REF), "mountPath": STR, "subPath": STR, "defaultMode": int_default(420),
-                "readOnly": bool_default(False), "data": MAP, "items": _ITEMS}, ("name",))
+    ref = obj({"envName": STR, f"{kind}Key": STR}, ("envName", f"{kind}Key"))
+    props = {"name": STR, "mountOnly": bool_default(False), "mountToEnv": ref, "mountToEnvs": arr(ref),
+             "mountPath": STR, "subPath": STR, "defaultMode": int_default(420), "readOnly": bool_default(False),
+             "data": {"type": "object"}, "items": _ITEMS}
+    if kind == "secret":
+        props["stringData"] = {"type": "object"}
+    # KubeVela requires a secret's mountPath but not a config map's
+    return obj(props, ("name", "mountPath") if kind == "secret" else ("name",))
 
 
 _STORAGE_PARAMS = obj({
     "pvc": d(arr(obj({
         "name": STR, "mountOnly": bool_default(False), "mountPath": STR, "subPath": STR,
-        "volumeMode": enum("Filesystem", "Block", default="Filesystem"), "volumeName": STR,
-        "accessModes": {"type": "array", "items": enum("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany",
-                                                       "ReadWriteOncePod"), "default": ["ReadWriteOnce"]},
-        "volumeMode_": STR, "storageClassName": STR,
-        "resources": {"type": "object", "default": {"requests": {"storage": "8Gi"}},
-                      "properties": {"requests": obj({"storage": STR}, ("storage",)),
-                                     "limits": obj({"storage": STR}, ("storage",))}},
+        "volumeMode": str_default("Filesystem"), "volumeName": STR,
+        "accessModes": {**STRS, "default": ["ReadWriteOnce"]}, "storageClassName": STR,
+        "resources": {**obj({"requests": obj({"storage": _QUANTITY}, ("storage",)),
+                             "limits": obj({"storage": _QUANTITY}, ("storage",))}, ("requests",)),
+                      "default": {"requests": {"storage": "8Gi"}}},
         "dataSourceRef": obj({"name": STR, "kind": STR, "apiGroup": STR}, ("name", "kind", "apiGroup")),
         "dataSource": obj({"name": STR, "kind": STR, "apiGroup": STR}, ("name", "kind", "apiGroup")),
-        "selector": {"type": "object"}, "claimName": STR}, ("name", "mountPath"))),
+        "selector": {"type": "object"}}, ("name", "mountPath"))),
         "PersistentVolumeClaims to create (unless mountOnly) and mount"),
     "configMap": d(arr(_map_source("configMap")), "ConfigMaps to create (when data is given) and mount or use as env"),
     "secret": d(arr(_map_source("secret")), "Secrets to create (when data is given) and mount or use as env"),
@@ -166,7 +179,6 @@ _STORAGE_PARAMS = obj({
                            "type": enum("Directory", "DirectoryOrCreate", "FileOrCreate", "File", "Socket",
                                         "CharDevice", "BlockDevice", default="Directory")},
                           ("name", "path", "mountPath"))), "hostPath volumes")})
-del _STORAGE_PARAMS["properties"]["pvc"]["items"]["properties"]["volumeMode_"]
 
 _AFFINITY_TERMS = arr({"type": "object"})
 _TOLERATION = obj({"key": STR, "operator": enum("Equal", "Exists", default="Equal"), "value": STR,

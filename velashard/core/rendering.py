@@ -270,8 +270,19 @@ def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs
         trait_types.append(trait.get("type", ""))
     # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
     workload = _finish(workload, app, name, "output")
-    return RenderedComponent(name, spec.get("type", ""), workload, rendered_outputs, trait_types,
+    return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(rendered_outputs), trait_types,
                              list(spec.get("dependsOn") or []))
+
+
+def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One object per identity: a later output (e.g. a gateway's Service) replaces an earlier one with the same
+    kind and name (webservice's Service), as the later apply would in KubeVela."""
+    by_key: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for obj in outputs:
+        meta = obj["metadata"]
+        by_key[(obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "", obj["kind"],
+                meta.get("namespace", ""), meta["name"])] = obj
+    return list(by_key.values())
 
 
 def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str, Any], defs: Definitions,

@@ -36,7 +36,9 @@ def test_webservice_scaler_expose(defs):
     assert deploy["kind"] == "Deployment" and deploy["spec"]["replicas"] == 2
     assert deploy["metadata"]["namespace"] == "team"
     assert deploy["metadata"]["labels"] == {labels.APP_NAME: "demo", labels.APP_NAMESPACE: "team",
-                                            labels.APP_COMPONENT: "web"}
+                                            labels.APP_COMPONENT: "web", labels.APP_REVISION: "demo-v1",
+                                            labels.RESOURCE_TYPE: "WORKLOAD", labels.WORKLOAD_TYPE: "webservice"}
+    assert [s["metadata"]["labels"][labels.TRAIT_TYPE] for s in services] == ["AuxiliaryWorkload", "expose"]
     selector = deploy["spec"]["selector"]["matchLabels"]
     assert all(deploy["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
     assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [

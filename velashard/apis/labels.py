@@ -17,6 +17,12 @@ POD_NAME_VALUE = "vela-core"
 APP_NAME = "app.oam.dev/name"
 APP_NAMESPACE = "app.oam.dev/namespace"
 APP_COMPONENT = "app.oam.dev/component"
+# KubeVela's marks of where a rendered resource came from (read back by resource-policy selectors).
+APP_REVISION = "app.oam.dev/appRevision"
+RESOURCE_TYPE = "app.oam.dev/resourceType"  # WORKLOAD or TRAIT
+WORKLOAD_TYPE = "workload.oam.dev/type"  # the component's type, on the workload
+TRAIT_TYPE = "trait.oam.dev/type"  # the trait that produced an output (AuxiliaryWorkload: the component's)
+TRAIT_RESOURCE = "trait.oam.dev/resource"  # the output's key in its template
 
 # On Applications: held until what the app owns is deleted.
 RESOURCE_TRACKER_FINALIZER = "app.oam.dev/resource-tracker-finalizer"

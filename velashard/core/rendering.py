@@ -209,6 +209,17 @@ def _context(app: dict[str, Any], component: str, revision: int) -> dict[str, An
             "appAnnotations": dict(meta.get("annotations") or {})}
 
 
+def _marked(obj: dict[str, Any], marks: dict[str, str]) -> dict[str, Any]:
+    meta = obj.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **marks}
+    return obj
+
+
+def _output_marks(trait: str, key: str, revision: str) -> dict[str, str]:
+    return {labels.RESOURCE_TYPE: "TRAIT", labels.TRAIT_TYPE: trait, labels.TRAIT_RESOURCE: key,
+            labels.APP_REVISION: revision}
+
+
 def _finish(obj: Any, app: dict[str, Any], component: str, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
         raise RenderError("TemplateError", f"{where} must be an object with apiVersion and kind", component)
@@ -261,15 +272,20 @@ def complete_ref_objects(app: dict[str, Any], comp: RenderedComponent, objects: 
 def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
                  defs: Definitions, revision: int) -> RenderedComponent:
     name = spec.get("name", "")
+    app_revision = f'{app["metadata"]["name"]}-v{revision}'
     workload = _finish(output, app, name, "output")
-    rendered_outputs = [_finish(o, app, name, f"outputs.{k}") for k, o in outputs]
+    rendered_outputs = [_marked(_finish(o, app, name, f"outputs.{k}"), _output_marks("AuxiliaryWorkload", k,
+                                                                                     app_revision))
+                        for k, o in outputs]
     trait_types = []
     for trait in spec.get("traits") or []:
         workload, extra = _apply_trait(app, trait, workload, defs, name, revision)
-        rendered_outputs.extend(extra)
+        rendered_outputs.extend(_marked(o, _output_marks(trait.get("type", ""), key, app_revision))
+                                for key, o in extra)
         trait_types.append(trait.get("type", ""))
     # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
-    workload = _finish(workload, app, name, "output")
+    workload = _marked(_finish(workload, app, name, "output"), {
+        labels.RESOURCE_TYPE: "WORKLOAD", labels.WORKLOAD_TYPE: spec.get("type", ""), labels.APP_REVISION: app_revision})
     return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(rendered_outputs), trait_types,
                              list(spec.get("dependsOn") or []))
 
@@ -286,7 +302,7 @@ def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str, Any], defs: Definitions,
-                 component: str, revision: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 component: str, revision: int) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     ttype = trait.get("type", "")
     definition = defs.traits.get(ttype)
     if definition is None:
@@ -318,8 +334,7 @@ def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str,
             raise RenderError("PatchError", f"patch failed: {err}", component, ttype)
         if not isinstance(workload, dict) or not workload.get("metadata"):
             raise RenderError("PatchError", "patch removed the workload's metadata", component, ttype)
-    outputs = [_finish(o, app, component, f"outputs.{k}") for k, o in (result.get("outputs") or {}).items()]
-    return workload, outputs
+    return workload, [(k, _finish(o, app, component, f"outputs.{k}")) for k, o in (result.get("outputs") or {}).items()]
 
 
 def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> RenderedApp:

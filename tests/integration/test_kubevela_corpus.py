@@ -86,3 +86,42 @@ def test_app_runs_and_produces_its_objects(corpus_run, stem):
     for kind, obj_name in expect:
         obj = kube.get(RESOURCES[kind], obj_name, ns)
         assert obj["metadata"]["labels"][labels.APP_NAME] == name, f"{kind}/{obj_name}"
+    # KubeVela's status shape, as scripts read it with kubectl -o jsonpath
+    assert {s["namespace"] for s in status["services"]} == {ns} and status["services"][0]["cluster"] == "local"
+    workflow = status["workflow"]
+    assert workflow["finished"] and not workflow["terminated"] and workflow["mode"] == "StepByStep-DAG"
+    assert workflow["appRevision"] == status["latestRevision"]["name"]
+    assert all({"id", "name", "type", "phase", "firstExecuteTime", "lastExecuteTime"} <= set(step)
+               for step in workflow["steps"])
+    assert {(r["kind"], r["name"]) for r in status["appliedResources"]} >= set(expect)
+    assert all(r["creator"] == "workflow" for r in status["appliedResources"])
+
+
+def test_workflow_steps_outcomes(corpus_run):
+    kube, apps, statuses = corpus_run
+    steps = {s["name"]: s for s in statuses["workflow-steps"]["workflow"]["steps"]}
+    assert steps["on-failure-only"]["phase"] == "skipped"
+    assert [(s["name"], s["phase"]) for s in steps["rollout"]["subSteps"]] == [
+        ("copy", "succeeded"), ("canary", "succeeded"), ("jobs", "succeeded")]
+    copied = kube.get(CONFIGMAPS, "copied-level", "corpus-workflow-steps")
+    assert copied["data"] == {"level": "http://api:8080"}  # read-object's output became apply-object's input
+
+
+def test_resource_policies_take_effect(corpus_run):
+    kube, apps, _ = corpus_run
+    ns = "corpus-resource-policies"
+    # apply-once on spec.replicas: a change made in the cluster (say, by an autoscaler) is left alone
+    kube.patch(DEPLOYMENTS, "web", {"spec": {"replicas": 5}}, ns)
+    app = kube.get(APPLICATIONS, "resource-policies", ns)
+    # garbage-collect `never` keeps the ConfigMap when its component leaves the app
+    app["spec"]["components"] = [c for c in app["spec"]["components"] if c["name"] != "settings"]
+    kube.update(APPLICATIONS, app)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status = kube.get(APPLICATIONS, "resource-policies", ns).get("status") or {}
+        if status.get("latestRevision", {}).get("revision") == 2 and status.get("status") == "running":
+            break
+        time.sleep(0.3)
+    assert status.get("status") == "running"
+    assert kube.get(CONFIGMAPS, "settings", ns)["data"] == {"level": "info"}
+    assert kube.get(DEPLOYMENTS, "web", ns)["spec"]["replicas"] == 5

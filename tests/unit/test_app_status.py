@@ -11,7 +11,6 @@ from velashard.core.health import component_health
 from velashard.core.policies import unsupported_policies, with_overrides
 from velashard.core.rendering import RenderedComponent
 from velashard.core.revisions import revision_number
-from velashard.core.workflow import StepStatus, WorkflowState
 from velashard.kube.controller import DONE, Terminal
 from velashard.sharding.shard_reconciler import MovedAway, ShardReconciler, check_dependent, wants_drain
 
@@ -29,20 +28,30 @@ def test_an_unchanged_condition_keeps_its_transition_time_and_a_changed_one_move
 
 
 def test_workflow_conditions_say_why_not_finished_and_name_unhealthy_components():
-    state = WorkflowState(steps=[StepStatus("web", "apply-component", "failed", "web is invalid")], failed=True,
-                          message="web is invalid")
-    finished, healthy = status.workflow_conditions(state, {"web": (False, "not found"), "db": (True, "Ready:1/1")},
+    workflow = {"finished": True, "terminated": True, "message": "web is invalid",
+                "steps": [{"name": "web", "type": "apply-component", "phase": "failed", "message": "web is invalid"}]}
+    finished, healthy = status.workflow_conditions(workflow, {"web": (False, "not found"), "db": (True, "Ready:1/1")},
                                                    T0)
     assert (finished["status"], finished["reason"], finished["message"]) == ("False", "Failed", "web is invalid")
     assert (healthy["status"], healthy["reason"], healthy["message"]) == ("False", "Unhealthy", "web: not found")
-    suspended = status.workflow_conditions(WorkflowState(suspended=True), {}, T0)
+    suspended = status.workflow_conditions({"suspend": True}, {}, T0)
     assert [c["reason"] for c in suspended] == ["Suspended", "Healthy"]
 
 
-def test_services_list_each_component_with_its_health_and_traits():
-    comp = RenderedComponent("web", "webservice", {"kind": "Deployment"}, [], ["scaler"], [])
-    assert status.services([comp], {"web": (True, "Ready:1/1")}) == [
-        {"name": "web", "type": "webservice", "healthy": True, "message": "Ready:1/1", "traits": [{"type": "scaler"}]}]
+def test_services_list_each_component_with_its_health_and_traits_in_kubevela_shape():
+    comp = RenderedComponent("web", "webservice", {"apiVersion": "apps/v1", "kind": "Deployment"}, [],
+                             ["scaler", "gateway"], [])
+    assert status.services([comp], {"web": (True, "Ready:1/1")}, {("web", "gateway"): (False, "Ingress web: x")},
+                           "team") == [
+        {"name": "web", "namespace": "team", "cluster": "local", "healthy": True, "message": "Ready:1/1",
+         "workloadDefinition": {"apiVersion": "apps/v1", "kind": "Deployment"},
+         "traits": [{"type": "scaler", "healthy": True},
+                    {"type": "gateway", "healthy": False, "message": "Ingress web: x"}]}]
+    assert status.applied_resources([{"apiVersion": "v1", "kind": "Service", "name": "web", "namespace": "team",
+                                      "component": "web", "trait": "gateway"}]) == [
+        {"creator": "workflow", "apiVersion": "v1", "kind": "Service", "name": "web", "namespace": "team"}]
+    assert status.policy_status({"policies": [{"name": "gc", "type": "garbage-collect"}]}) == [
+        {"name": "gc", "type": "garbage-collect"}]
 
 
 def test_policies_beyond_the_local_cluster_or_unknown_are_reported_and_overrides_merge():
@@ -50,10 +59,11 @@ def test_policies_beyond_the_local_cluster_or_unknown_are_reported_and_overrides
                             "traits": [{"type": "scaler", "properties": {"replicas": 1}}]}],
             "policies": [{"type": "topology", "properties": {"clusters": ["local"]}},
                          {"type": "topology", "properties": {"clusters": ["east"]}}, {"type": "garbage-collect"},
+                         {"type": "webhook-notification"},
                          {"type": "override", "properties": {"components": [
                              {"name": "web", "properties": {"image": "b"},
                               "traits": [{"type": "scaler", "properties": {"replicas": 3}}, {"type": "expose"}]}]}}]}
-    assert unsupported_policies(spec) == ["garbage-collect", "topology"]
+    assert unsupported_policies(spec) == ["topology", "webhook-notification"]
     app = {"metadata": {"name": "a"}, "spec": spec}
     comp = with_overrides(app)["spec"]["components"][0]
     assert comp["properties"] == {"image": "b", "port": 80}

@@ -32,9 +32,12 @@ def test_garbage_collect_rules_and_options():
 
 def test_apply_once_by_rule_and_affect():
     s = spec(("apply-once", {"enable": True, "rules": [{"selector": {"resourceTypes": ["Deployment"]},
-                                                        "strategy": {"path": ["spec.replicas"]}}]}))
+                                                        "strategy": {"path": ["spec.replicas"],
+                                                                     "affect": "onStateKeep"}}]}))
     assert apply_once(s, DEPLOY, state_keep=True) == ["spec.replicas"]
     assert apply_once(s, DEPLOY, state_keep=False) is None
+    s["policies"][0]["properties"]["rules"][0]["strategy"].pop("affect")  # default: always
+    assert apply_once(s, DEPLOY, state_keep=False) == ["spec.replicas"]
     assert apply_once(s, SERVICE, state_keep=True) is None
     assert apply_once(spec(("apply-once", {"enable": True})), SERVICE, state_keep=True) == ["*"]
     assert apply_once(spec(("apply-once", {"enable": False})), SERVICE, state_keep=True) is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-POLICY_TYPES_SUPPORTED = ("topology", "override")
+from velashard.core.resourcepolicies import RESOURCE_POLICY_TYPES, validate
+
+POLICY_TYPES_SUPPORTED = ("topology", "override") + RESOURCE_POLICY_TYPES
 
 
 def unsupported_policies(spec: dict[str, Any]) -> list[str]:
@@ -14,6 +16,16 @@ def unsupported_policies(spec: dict[str, Any]) -> list[str]:
     return sorted(map(str, (p.get("type") for p in spec.get("policies") or []
                             if p.get("type") not in POLICY_TYPES_SUPPORTED or p.get("type") == "topology"
                             and (p.get("properties") or {}).get("clusters", ["local"]) != ["local"])))
+
+
+def policy_problem(spec: dict[str, Any]) -> str | None:
+    """What is wrong with the first invalid resource policy, or None."""
+    for policy in spec.get("policies") or []:
+        if policy.get("type") in RESOURCE_POLICY_TYPES:
+            problem = validate(policy)
+            if problem:
+                return problem
+    return None
 
 
 def with_overrides(app: dict[str, Any]) -> dict[str, Any]:

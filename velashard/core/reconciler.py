@@ -17,13 +17,15 @@ from velashard.core import status as app_status
 from velashard.core.apply import Applier
 from velashard.core.context import ReconcileContext
 from velashard.core.events import timestamp
-from velashard.core.health import component_health
-from velashard.core.policies import unsupported_policies, with_overrides
+from velashard.core.health import component_health, resource_health
+from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
+from velashard.core.resourcepolicies import gc_strategy
 from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent, RenderError, render_app
 from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
-from velashard.core.workflow import StepStatus, WorkflowState, app_phase, validate_steps, workflow_steps
+from velashard.core.stepactions import StepActions, WorkflowVariables
+from velashard.core.workflow import evaluate, now_utc, parse_steps, workflow_phase
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
@@ -43,6 +45,7 @@ class ApplicationReconciler:
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
+        self.variables = WorkflowVariables(client)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
 
     def __call__(self, key: str) -> Result:
@@ -65,8 +68,10 @@ class ApplicationReconciler:
         if FINALIZER not in (meta.get("finalizers") or []):
             return DONE
         tracker = self.trackers.get(app)
-        for ref in managed_refs(tracker).values():
-            self.applier.delete_managed(app, ref)
+        for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
+            if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
+                self.applier.delete_managed(app, ref)
+        self.variables.delete(app)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
@@ -111,9 +116,13 @@ class ApplicationReconciler:
         return self.run_workflow(ctx, status, rendered, conditions, now)
 
     def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
-        step_problem = validate_steps(ctx.app.get("spec") or {})
-        if step_problem:
-            raise RenderError("InvalidParameter", step_problem, "-", field="workflow.steps")
+        try:
+            parse_steps(ctx.app.get("spec") or {})
+        except ValueError as err:
+            raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
+        problem = policy_problem(ctx.app.get("spec") or {})
+        if problem:
+            raise RenderError("InvalidParameter", problem, "-", field="policies")
         effective = with_overrides(ctx.app)
         rendered = render_app(effective, ctx.definitions, revision)
         resolve_ref_objects(self.client, self.discovery, effective, rendered, ctx.definitions, revision)
@@ -122,64 +131,52 @@ class ApplicationReconciler:
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
                      conditions: list[dict[str, Any]], now: str) -> Result:
         app = ctx.app
-        by_name = {c.name: c for c in rendered.components}
-        previous_steps = {s["name"]: s for s in (status.get("workflow") or {}).get("steps") or []}
-        resumed = (status.get("workflow") or {}).get("suspend") is False
+        spec = app.get("spec") or {}
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
         desired_refs = {ref_key(ref_of(o)): ref_of(o) for c in rendered.components for o in c.objects}
+        # what workflow steps applied (no component) stays until the app is deleted
+        desired_refs.update({k: r for k, r in previous_refs.items() if not r.get("component")})
         tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
-        state = WorkflowState()
-        health: app_status.Health = {}
-        for step in workflow_steps(app.get("spec") or {}):
-            if state.failed or state.suspended or (state.steps and state.steps[-1].phase != "succeeded"):
-                state.steps.append(StepStatus(step.name, step.type, "pending"))
-                continue
-            if step.type == "suspend":
-                done = previous_steps.get(step.name, {}).get("phase") == "succeeded" or (
-                    resumed and previous_steps.get(step.name, {}).get("phase") == "suspending")
-                state.suspended = not done
-                state.steps.append(StepStatus(step.name, step.type, "succeeded" if done else "suspending"))
-                continue
-            waiting = []
-            for name in step.components:
-                comp = by_name[name]
-                blocked = [d for d in comp.depends_on if not health.get(d, self.health(ctx, by_name[d]))[0]]
-                if blocked:
-                    waiting.append(f'{name} waits for {", ".join(blocked)}')
-                    continue
-                try:
-                    self.applier.apply_component(ctx, comp)
-                except Terminal as problem:  # this step fails; the workflow reports why
-                    state.failed = True
-                    state.message = str(problem)
-                    break
-                health[name] = self.health(ctx, comp)
-                if not health[name][0]:
-                    waiting.append(f"{name}: {health[name][1]}")
-            if state.failed:
-                state.steps.append(StepStatus(step.name, step.type, "failed", state.message))
-            elif waiting:
-                state.steps.append(StepStatus(step.name, step.type, "running", "; ".join(waiting)))
-            else:
-                state.steps.append(StepStatus(step.name, step.type, "succeeded"))
-        state.finished = bool(state.steps) and all(s.phase == "succeeded" for s in state.steps)
-        if state.finished:
-            self.applier.collect_garbage(app, previous_refs, desired_refs)
-            self.trackers.save(app, tracker, desired_refs)
-        for comp in rendered.components:
-            if comp.name not in health:
-                health[comp.name] = self.health(ctx, comp)
-        phase = app_phase(state, all(h for h, _ in health.values()))
-        status["workflow"] = app_status.workflow_status(state)
-        status["services"] = app_status.services(rendered.components, health)
-        status["appliedResources"] = sorted(desired_refs.values(), key=ref_key)
-        conditions.extend(app_status.workflow_conditions(state, health, now))
+        actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
+                              lambda comp: self.health(ctx, comp))
+        previous = status.get("workflow") or {}
+        variables = self.variables.read(app)
+        evaluation = evaluate(app, parse_steps(spec), previous, variables, now_utc(), actions,
+                              (status.get("latestRevision") or {}).get("name", ""))
+        workflow = evaluation.status
+        if evaluation.variables != variables:
+            self.variables.write(app, evaluation.variables)
+        for obj in actions.applied_objects:
+            desired_refs[ref_key(ref_of(obj))] = ref_of(obj)
+        if actions.applied_objects:
+            tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        if workflow["finished"] and not any(s["phase"] == "failed" for s in workflow["steps"]):
+            kept = self.applier.collect_garbage(app, previous_refs, desired_refs)
+            self.trackers.save(app, tracker, {**kept, **desired_refs})
+        health: app_status.Health = {c.name: actions.health_of(c.name) for c in rendered.components}
+        traits = {(c.name, t): self.trait_health(ctx, c, t) for c in rendered.components for t in c.traits}
+        phase = workflow_phase(workflow, all(h for h, _ in health.values()))
+        status["workflow"] = workflow
+        status["services"] = app_status.services(rendered.components, health, traits, ctx.namespace)
+        status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
+        status["policy"] = app_status.policy_status(spec)
+        conditions.extend(app_status.workflow_conditions(workflow, health, now))
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
         # Settled apps come back every state-keep interval to undo drift; others sooner, to see progress.
         settled = phase in app_status.SETTLED_PHASES
-        return requeue_after(self.state_keep_interval if settled else self.waiting_requeue)
+        wait = self.state_keep_interval if settled else self.waiting_requeue
+        if evaluation.requeue_after is not None:
+            wait = min(wait, max(evaluation.requeue_after, 0.05))
+        return requeue_after(wait)
+
+    def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
+        """A trait is healthy when every object it produced is (by the built-in rules)."""
+        outputs = [o for o in comp.outputs if ((o["metadata"].get("labels") or {}).get(labels.TRAIT_TYPE) == trait)]
+        results = [resource_health(self.applier.live_of(ctx, o)) for o in outputs]
+        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in zip(outputs, results) if not ok]
+        return not bad, "; ".join(bad)
 
     def health(self, ctx: ReconcileContext, comp: RenderedComponent) -> tuple[bool, str]:
         definition = self.component_definition(comp.type) or {}

@@ -138,7 +138,7 @@ def apply_once(spec: dict[str, Any], info: ResourceInfo, state_keep: bool) -> li
             if not selects(rule.get("selector"), info):
                 continue
             strategy = rule.get("strategy") or {}
-            affect = strategy.get("affect") or "onStateKeep"
+            affect = strategy.get("affect") or "always"
             if affect == "always" or (affect == "onStateKeep") == state_keep:
                 return list(strategy.get("path") or ["*"])
     return None

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.core.rendering import RenderedComponent
-from velashard.core.workflow import WorkflowState
+from velashard.core.tracker import Ref
 
 Health = dict[str, tuple[bool, str]]  # component name -> (healthy, message)
+TraitHealth = dict[tuple[str, str], tuple[bool, str]]  # (component, trait type) -> (healthy, message)
 SETTLED_PHASES = ("running", "workflowSuspending", "workflowFailed")
 
 
@@ -17,22 +18,42 @@ def condition(ctype: str, ok: bool, reason: str, message: str, now: str) -> dict
             "lastTransitionTime": now}
 
 
-def workflow_status(state: WorkflowState) -> dict[str, Any]:
-    return {"steps": [s.as_dict() for s in state.steps], "finished": state.finished, "suspend": state.suspended,
-            "message": state.message}
+def services(components: list[RenderedComponent], health: Health, traits: TraitHealth,
+             namespace: str) -> list[dict[str, Any]]:
+    """status.services[] in KubeVela's shape: one entry per component, with its traits' health."""
+    out = []
+    for c in components:
+        trait_status = []
+        for t in c.traits:
+            ok, message = traits.get((c.name, t), (True, ""))
+            trait_status.append({"type": t, "healthy": ok, **({"message": message} if message else {})})
+        out.append({"name": c.name, "namespace": namespace, "cluster": "local", "healthy": health[c.name][0],
+                    "message": health[c.name][1],
+                    "workloadDefinition": {"apiVersion": c.workload.get("apiVersion", ""),
+                                           "kind": c.workload.get("kind", "")},
+                    "traits": trait_status})
+    return out
 
 
-def services(components: list[RenderedComponent], health: Health) -> list[dict[str, Any]]:
-    return [{"name": c.name, "type": c.type, "healthy": health[c.name][0], "message": health[c.name][1],
-             "traits": [{"type": t} for t in c.traits]} for c in components]
+def applied_resources(refs: list[Ref]) -> list[dict[str, Any]]:
+    """status.appliedResources[] in KubeVela's shape (creator: workflow)."""
+    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait")}}
+            for ref in refs]
 
 
-def workflow_conditions(state: WorkflowState, health: Health, now: str) -> list[dict[str, Any]]:
+def policy_status(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """status.policy[]: the policies this revision runs with."""
+    return [{"name": p.get("name", ""), "type": p.get("type", "")} for p in spec.get("policies") or []]
+
+
+def workflow_conditions(workflow: dict[str, Any], health: Health, now: str) -> list[dict[str, Any]]:
     """WorkflowFinished (why not, when not) and Healthy (naming each unhealthy component)."""
     all_healthy = all(h for h, _ in health.values())
-    reason = "Failed" if state.failed else "Suspended" if state.suspended else \
-        "Finished" if state.finished else "Running"
-    return [condition("WorkflowFinished", state.finished, reason, state.message, now),
+    failed = any(s.get("phase") == "failed" for s in workflow.get("steps") or [])
+    reason = "Failed" if failed else "Suspended" if workflow.get("suspend") else \
+        "Finished" if workflow.get("finished") else "Running"
+    return [condition("WorkflowFinished", bool(workflow.get("finished")) and not failed, reason,
+                      workflow.get("message", ""), now),
             condition("Healthy", all_healthy, "Healthy" if all_healthy else "Unhealthy",
                       "; ".join(f"{n}: {m}" for n, (h, m) in sorted(health.items()) if not h), now)]
 

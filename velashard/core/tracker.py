@@ -31,6 +31,9 @@ def ref_of(obj: dict[str, Any]) -> Ref:
     component = (meta.get("labels") or {}).get(labels.APP_COMPONENT)
     if component:
         ref["component"] = component
+    trait = (meta.get("labels") or {}).get(labels.TRAIT_TYPE)
+    if trait:
+        ref["trait"] = trait  # as KubeVela's ManagedResource records it, for garbage-collect rules
     return ref
 
 

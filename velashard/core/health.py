@@ -43,7 +43,8 @@ def policy_health(expression: str, live: dict[str, Any]) -> tuple[bool, str]:
 
     try:
         # Missing status fields read as undefined (then `default`), as KubeVela's `*0 | int` does.
-        healthy = SandboxedEnvironment(undefined=ChainableUndefined).compile_expression(expression)(context={"output": live})
+        check = SandboxedEnvironment(undefined=ChainableUndefined).compile_expression(expression)
+        healthy = check(context={"output": live})
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         return False, f"health policy failed: {err}"
     return bool(healthy), "healthy by policy" if healthy else "unhealthy by policy"

@@ -284,8 +284,9 @@ def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs
                                 for key, o in extra)
         trait_types.append(trait.get("type", ""))
     # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
-    workload = _marked(_finish(workload, app, name, "output"), {
-        labels.RESOURCE_TYPE: "WORKLOAD", labels.WORKLOAD_TYPE: spec.get("type", ""), labels.APP_REVISION: app_revision})
+    workload = _marked(_finish(workload, app, name, "output"), {labels.RESOURCE_TYPE: "WORKLOAD",
+                                                                labels.WORKLOAD_TYPE: spec.get("type", ""),
+                                                                labels.APP_REVISION: app_revision})
     return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(rendered_outputs), trait_types,
                              list(spec.get("dependsOn") or []))
 

@@ -95,5 +95,5 @@ def name_refs(names: list[str]) -> list[dict[str, str]]:
     return [{"name": n} for n in names]
 
 
-GLOBALS = {"name_refs": name_refs, "volume_mounts": volume_mounts, "pod_volumes": pod_volumes, "container_ports": container_ports,
-           "service_ports": service_ports, "resources": resources}
+GLOBALS = {"name_refs": name_refs, "volume_mounts": volume_mounts, "pod_volumes": pod_volumes,
+           "container_ports": container_ports, "service_ports": service_ports, "resources": resources}

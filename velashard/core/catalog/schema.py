@@ -30,10 +30,8 @@ def enum(*values: Any, default: Any = None) -> dict[str, Any]:
 
 STR = {"type": "string"}
 INT = {"type": "integer"}
-BOOL = {"type": "boolean"}
 STRS = arr(STR)
 MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-ANY_OBJ = {"type": "object"}
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 
 

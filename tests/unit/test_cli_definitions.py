@@ -65,6 +65,19 @@ def test_dry_run_prints_rendered_objects(tmp_path, capsys):
     assert objs[2]["spec"]["rules"][0]["host"] == "testsvc.example.com"
 
 
+def test_dry_run_applies_override_policies(tmp_path, capsys):
+    app = yaml.safe_load(APP)
+    app["spec"]["policies"] = [{"name": "prod", "type": "override", "properties": {"components": [
+        {"name": "express-server", "properties": {"image": "oamdev/hello-world:v2"},
+         "traits": [{"type": "scaler", "properties": {"replicas": 3}}]}]}}]
+    path = tmp_path / "app.yaml"
+    path.write_text(yaml.safe_dump(app))
+    assert main(["dry-run", "-f", str(path), "--offline"]) == 0
+    deploy = next(d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "Deployment")
+    assert deploy["spec"]["replicas"] == 3
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "oamdev/hello-world:v2"
+
+
 def test_dry_run_bad_input_exits_2_with_the_reason(tmp_path, capsys):
     missing = tmp_path / "missing.yaml"
     assert main(["dry-run", "-f", str(missing), "--offline"]) == 2

@@ -11,6 +11,7 @@ import yaml
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
 from velashard.cli.definitions import load_definitions
 from velashard.cli.usage import UsageError
+from velashard.core.policies import with_overrides
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("an Application has no metadata.name")
         meta.setdefault("namespace", args.namespace)
         try:
-            rendered = render_app(app, defs, 1)
+            rendered = render_app(with_overrides(app), defs, 1)
         except RenderError as err:
             raise UsageError(f"application {meta['namespace']}/{meta['name']}: {err}")
         for comp in rendered.components:

@@ -125,3 +125,40 @@ def test_resource_policies_take_effect(corpus_run):
     assert status.get("status") == "running"
     assert kube.get(CONFIGMAPS, "settings", ns)["data"] == {"level": "info"}
     assert kube.get(DEPLOYMENTS, "web", ns)["spec"]["replicas"] == 5
+
+
+def test_failures_end_the_workflow_with_kubevela_status(corpus_run):
+    kube = corpus_run[0]
+    ns = "corpus-failures"
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    timeout_app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                   "metadata": {"name": "waits-too-long", "namespace": ns},
+                   "spec": {"components": [{"name": "w", "type": "worker", "properties": {"image": "busybox"}}],
+                            "workflow": {"steps": [
+                                {"name": "wait", "type": "depends-on-app", "timeout": "1s",
+                                 "properties": {"name": "absent"}},
+                                {"name": "deploy", "type": "deploy"},
+                                {"name": "report", "type": "export2config", "if": "status.wait.timeout",
+                                 "properties": {"configName": "timed-out", "data": {"step": "wait"}}}]}}}
+    read_only_app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                     "metadata": {"name": "reads-missing", "namespace": ns},
+                     "spec": {"components": [{"name": "cfg", "type": "k8s-objects", "properties": {"objects": [
+                         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned-elsewhere"}}]}}],
+                              "policies": [{"name": "ro", "type": "read-only", "properties": {
+                                  "rules": [{"selector": {"resourceTypes": ["ConfigMap"]}}]}}]}}
+    kube.create(APPLICATIONS, timeout_app)
+    kube.create(APPLICATIONS, read_only_app)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        a, b = (kube.get(APPLICATIONS, n, ns).get("status") or {} for n in ("waits-too-long", "reads-missing"))
+        if a.get("status") == "workflowFailed" and b.get("status") == "workflowFailed":
+            break
+        time.sleep(0.3)
+    assert a.get("status") == "workflowFailed", a.get("workflow")
+    steps = {s["name"]: s for s in a["workflow"]["steps"]}
+    assert (steps["wait"]["phase"], steps["wait"]["reason"]) == ("failed", "Timeout")
+    assert steps["deploy"]["phase"] == "skipped" and steps["report"]["phase"] == "succeeded"
+    assert a["workflow"]["terminated"] and a["workflow"]["finished"]
+    assert kube.get(CONFIGMAPS, "timed-out", ns)["data"] == {"step": "wait"}
+    assert b.get("status") == "workflowFailed"
+    assert "read-only ConfigMap owned-elsewhere does not exist" in b["workflow"]["message"]

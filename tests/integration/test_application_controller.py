@@ -228,7 +228,7 @@ def test_depends_on_override_policy_and_revision_limit(cluster, ns):
             {"name": "api", "properties": {"image": "nginx:prod"},
              "traits": [{"type": "scaler", "properties": {"replicas": 2}}]}]}},
         {"name": "where", "type": "topology", "properties": {"clusters": ["local"]}},
-        {"name": "gc", "type": "garbage-collect"}]))
+        {"name": "hooks", "type": "webhook-notification"}]))
     status = wait_phase(kube, "stack", ns, "running")
     deploy = kube.get(DEPLOYMENTS, "api", ns)
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:prod"
@@ -238,7 +238,7 @@ def test_depends_on_override_policy_and_revision_limit(cluster, ns):
     assert job["metadata"]["creationTimestamp"] <= deploy["metadata"]["creationTimestamp"]
     unsupported = next(c for c in status["conditions"] if c["type"] == "PoliciesSupported")
     assert unsupported["status"] == "False"
-    assert unsupported["message"].startswith("policies of type garbage-collect are kept but not supported")
+    assert unsupported["message"].startswith("policies of type webhook-notification are kept but not supported")
     for i in range(12):  # twelve edits: only the newest ten revisions are kept
         kube.patch(APPLICATIONS, "stack", {"metadata": {"annotations": {"edit": str(i)}},
                                            "spec": {"components": [api, {**db, "properties": {

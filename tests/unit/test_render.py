@@ -8,8 +8,8 @@ from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
 from velashard.core.health import policy_health, resource_health
 from velashard.core.rendering import Definitions, RenderError, render_app, template_cache_info
-from velashard.core.revision import app_hash, revisions_to_prune
-from velashard.core.workflow import WorkflowState, app_phase, validate_steps, workflow_steps
+from velashard.core.revisions import app_hash, revisions_to_prune
+from velashard.core.workflow import parse_steps, workflow_phase
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +36,13 @@ def test_webservice_scaler_expose(defs):
     assert deploy["kind"] == "Deployment" and deploy["spec"]["replicas"] == 2
     assert deploy["metadata"]["namespace"] == "team"
     assert deploy["metadata"]["labels"] == {labels.APP_NAME: "demo", labels.APP_NAMESPACE: "team",
-                                            labels.APP_COMPONENT: "web"}
+                                            labels.APP_COMPONENT: "web", labels.APP_REVISION: "demo-v1",
+                                            labels.RESOURCE_TYPE: "WORKLOAD", labels.WORKLOAD_TYPE: "webservice"}
+    assert [s["metadata"]["labels"][labels.TRAIT_TYPE] for s in services] == ["AuxiliaryWorkload", "expose"]
     selector = deploy["spec"]["selector"]["matchLabels"]
     assert all(deploy["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
-    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [{"containerPort": 80}]
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [
+        {"containerPort": 80, "protocol": "TCP", "name": "port-80"}]
     assert [(s["metadata"]["name"], s["spec"]["ports"][0]["port"]) for s in services] == [("web", 80),
                                                                                          ("web-extra", 9090)]
     assert comp.traits == ["scaler", "expose"]
@@ -144,19 +147,15 @@ def test_hash_and_revision_pruning():
 
 def test_workflow_planning_and_phase():
     spec = {"components": [{"name": "a"}, {"name": "b"}]}
-    assert [(s.name, s.type, s.components) for s in workflow_steps(spec)] == [("deploy", "deploy", ("a", "b"))]
+    assert [(s.name, s.type) for s in parse_steps(spec)] == [("deploy", "deploy")]
     spec["workflow"] = {"steps": [{"type": "apply-component", "properties": {"component": "a"}},
                                   {"type": "suspend"}, {"name": "rest", "type": "deploy"}]}
-    assert [s.name for s in workflow_steps(spec)] == ["apply-component-1", "suspend-2", "rest"]
-    assert validate_steps(spec) is None
-    assert "unsupported type" in validate_steps({"components": [], "workflow": {"steps": [{"type": "notify"}]}})
-    assert "must name a component" in validate_steps({"components": [], "workflow": {"steps": [
-        {"type": "apply-component", "properties": {"component": "zz"}}]}})
-    assert app_phase(WorkflowState(finished=True), True) == "running"
-    assert app_phase(WorkflowState(finished=True), False) == "unhealthy"
-    assert app_phase(WorkflowState(suspended=True), True) == "workflowSuspending"
-    assert app_phase(WorkflowState(failed=True), True) == "workflowFailed"
-    assert app_phase(WorkflowState(), True) == "runningWorkflow"
+    assert [s.name for s in parse_steps(spec)] == ["apply-component-1", "suspend-2", "rest"]
+    assert workflow_phase({"finished": True}, True) == "running"
+    assert workflow_phase({"finished": True}, False) == "unhealthy"
+    assert workflow_phase({"suspend": True}, True) == "workflowSuspending"
+    assert workflow_phase({"finished": True, "steps": [{"phase": "failed"}]}, True) == "workflowFailed"
+    assert workflow_phase({}, True) == "runningWorkflow"
 
 
 def test_health_rules():

@@ -1,4 +1,5 @@
-"""The label and annotation keys velashard reads and writes (KubeVela-compatible). One module owns them."""
+"""Every label, annotation and finalizer key velashard reads or writes (KubeVela-compatible), and the master
+shard id. One module owns them."""
 
 # On controller pods: which shard a pod serves.
 SHARD_ID = "controller.core.oam.dev/shard-id"
@@ -19,3 +20,20 @@ POD_NAME_VALUE = "vela-core"
 APP_NAME = "app.oam.dev/name"
 APP_NAMESPACE = "app.oam.dev/namespace"
 APP_COMPONENT = "app.oam.dev/component"
+# KubeVela's marks of where a rendered resource came from (read back by resource-policy selectors).
+APP_REVISION = "app.oam.dev/appRevision"
+RESOURCE_TYPE = "app.oam.dev/resourceType"  # WORKLOAD or TRAIT
+WORKLOAD_TYPE = "workload.oam.dev/type"  # the component's type, on the workload
+TRAIT_TYPE = "trait.oam.dev/type"  # the trait that produced an output (AuxiliaryWorkload: the component's)
+TRAIT_RESOURCE = "trait.oam.dev/resource"  # the output's key in its template
+
+# On Applications: held until what the app owns is deleted.
+RESOURCE_TRACKER_FINALIZER = "app.oam.dev/resource-tracker-finalizer"
+
+# On managed resources: what we applied last, for the next three-way merge.
+LAST_APPLIED = "app.oam.dev/last-applied-configuration"
+# kubectl's record of the same; never read, so informers drop it and reference copies leave it out.
+KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+# On shard Leases (labelled with SHARD_ID): the shard's app count, its load report.
+APPS_ANNOTATION = "velashard.io/applications"

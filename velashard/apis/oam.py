@@ -25,14 +25,20 @@ _COMPONENT = {"type": "object", "required": ["name", "type"], "properties": {
     "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
     "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS,
     "traits": {"type": "array", "items": _TRAIT}}}
+_IO = {"type": "array", "items": _FREE}
+# KubeVela's WorkflowStep: a sub-step has every field but subSteps.
+_SUB_STEP = {"type": "object", "required": ["type"], "properties": {
+    "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS,
+    "if": {"type": "string"}, "timeout": {"type": "string"}, "inputs": _IO, "outputs": _IO, "meta": _FREE}}
 _STEP = {"type": "object", "required": ["type"], "properties": {
-    "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS}}
+    **_SUB_STEP["properties"], "subSteps": {"type": "array", "items": _SUB_STEP}}}
 _APPLICATION_SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "required": ["components"], "properties": {
         "components": {"type": "array", "items": _COMPONENT},
         "policies": {"type": "array", "items": {"type": "object", "required": ["name", "type"], "properties": {
             "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE}}},
-        "workflow": {"type": "object", "properties": {"steps": {"type": "array", "items": _STEP}}}}},
+        "workflow": {"type": "object", "properties": {"steps": {"type": "array", "items": _STEP},
+                                                      "mode": _FREE}}}},
     "status": _FREE}}
 _DEFINITION_SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {

@@ -19,7 +19,9 @@ from velashard.cli.usage import UsageError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
     "addon": ("velashard.cli.addon", "list, enable or disable addons (e.g. vela-core-shard-manager)"),
+    "def": ("velashard.cli.definitions", "list component and trait definitions, or show one's parameters"),
     "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
+    "dry-run": ("velashard.cli.dryrun", "print the objects an application renders to, without applying them"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
     "reschedule": ("velashard.cli.reschedule", "move an application to another shard, with its revisions and trackers"),

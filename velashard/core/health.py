@@ -1,4 +1,5 @@
-"""Health of rendered resources from their observed state: built-in rules per kind."""
+"""Health of rendered resources and components from their observed state: built-in rules per kind, or a
+definition's health policy."""
 
 from __future__ import annotations
 
@@ -37,11 +38,31 @@ def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
 
 def policy_health(expression: str, live: dict[str, Any]) -> tuple[bool, str]:
     """A definition's health policy: a sandboxed Jinja expression over `context.output` (the live workload)."""
-    from jinja2 import TemplateError
+    from jinja2 import ChainableUndefined, TemplateError
     from jinja2.sandbox import SandboxedEnvironment
 
     try:
-        healthy = SandboxedEnvironment().compile_expression(expression)(context={"output": live})
+        # Missing status fields read as undefined (then `default`), as KubeVela's `*0 | int` does.
+        check = SandboxedEnvironment(undefined=ChainableUndefined).compile_expression(expression)
+        healthy = check(context={"output": live})
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         return False, f"health policy failed: {err}"
     return bool(healthy), "healthy by policy" if healthy else "unhealthy by policy"
+
+
+def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], live: list[dict[str, Any] | None],
+                     policy: str | None) -> tuple[bool, str]:
+    """A component's health from its rendered objects and their live counterparts (same order): the workload by
+    its definition's health policy when there is one, everything else by the built-in rules. The message
+    names the workload's state and every unhealthy object's."""
+    messages = []
+    healthy = True
+    for obj, observed in zip(objects, live):
+        if obj is workload and policy and observed is not None:
+            ok, message = policy_health(policy, observed)
+        else:
+            ok, message = resource_health(observed)
+        healthy = healthy and ok
+        if obj is workload or not ok:
+            messages.append(message)
+    return healthy, "; ".join(messages)

@@ -8,7 +8,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.patch import three_way_merge
 
-LAST_APPLIED = "app.oam.dev/last-applied-configuration"
+LAST_APPLIED = labels.LAST_APPLIED
 
 
 def owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -49,3 +49,12 @@ def merged_for_update(desired: dict[str, Any], live: dict[str, Any]) -> dict[str
 def needs_update(merged: dict[str, Any], live: dict[str, Any]) -> bool:
     ignore = {"status"}
     return any(merged.get(k) != live.get(k) for k in (set(merged) | set(live)) - ignore)
+
+
+def dependent_labels(app: dict[str, Any]) -> dict[str, str]:
+    """Labels for the app's revisions and trackers: its name, namespace and shard."""
+    out = {labels.APP_NAME: app["metadata"]["name"], labels.APP_NAMESPACE: app["metadata"]["namespace"]}
+    shard = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+    if shard:
+        out[labels.SCHEDULED_SHARD_ID] = shard
+    return out

@@ -20,6 +20,7 @@ from jinja2 import StrictUndefined, TemplateError as JinjaTemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
 from velashard.apis import labels
+from velashard.core.catalog.podparts import GLOBALS as POD_PARTS
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
 
 _ENV = SandboxedEnvironment(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False)
@@ -30,6 +31,7 @@ _ENV.globals["dict"] = dict
 _ENV.globals["drop_args"] = lambda args, drop: [
     a for a in args if a not in drop and not any(d.endswith(("=", "-")) and a.startswith(d) for d in drop)]
 _ENV.globals["pick"] = lambda mapping, *keys: {k: mapping[k] for k in keys if k in mapping}
+_ENV.globals.update(POD_PARTS)
 _TEMPLATES: LRUCache = LRUCache(maxsize=512)
 
 REF_OBJECTS = "__refObjects__"
@@ -207,6 +209,17 @@ def _context(app: dict[str, Any], component: str, revision: int) -> dict[str, An
             "appAnnotations": dict(meta.get("annotations") or {})}
 
 
+def _marked(obj: dict[str, Any], marks: dict[str, str]) -> dict[str, Any]:
+    meta = obj.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **marks}
+    return obj
+
+
+def _output_marks(trait: str, key: str, revision: str) -> dict[str, str]:
+    return {labels.RESOURCE_TYPE: "TRAIT", labels.TRAIT_TYPE: trait, labels.TRAIT_RESOURCE: key,
+            labels.APP_REVISION: revision}
+
+
 def _finish(obj: Any, app: dict[str, Any], component: str, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
         raise RenderError("TemplateError", f"{where} must be an object with apiVersion and kind", component)
@@ -259,21 +272,38 @@ def complete_ref_objects(app: dict[str, Any], comp: RenderedComponent, objects: 
 def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
                  defs: Definitions, revision: int) -> RenderedComponent:
     name = spec.get("name", "")
+    app_revision = f'{app["metadata"]["name"]}-v{revision}'
     workload = _finish(output, app, name, "output")
-    rendered_outputs = [_finish(o, app, name, f"outputs.{k}") for k, o in outputs]
+    rendered_outputs = [_marked(_finish(o, app, name, f"outputs.{k}"), _output_marks("AuxiliaryWorkload", k,
+                                                                                     app_revision))
+                        for k, o in outputs]
     trait_types = []
     for trait in spec.get("traits") or []:
         workload, extra = _apply_trait(app, trait, workload, defs, name, revision)
-        rendered_outputs.extend(extra)
+        rendered_outputs.extend(_marked(o, _output_marks(trait.get("type", ""), key, app_revision))
+                                for key, o in extra)
         trait_types.append(trait.get("type", ""))
     # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
-    workload = _finish(workload, app, name, "output")
-    return RenderedComponent(name, spec.get("type", ""), workload, rendered_outputs, trait_types,
+    workload = _marked(_finish(workload, app, name, "output"), {labels.RESOURCE_TYPE: "WORKLOAD",
+                                                                labels.WORKLOAD_TYPE: spec.get("type", ""),
+                                                                labels.APP_REVISION: app_revision})
+    return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(rendered_outputs), trait_types,
                              list(spec.get("dependsOn") or []))
 
 
+def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One object per identity: a later output (e.g. a gateway's Service) replaces an earlier one with the same
+    kind and name (webservice's Service), as the later apply would in KubeVela."""
+    by_key: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for obj in outputs:
+        meta = obj["metadata"]
+        by_key[(obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "", obj["kind"],
+                meta.get("namespace", ""), meta["name"])] = obj
+    return list(by_key.values())
+
+
 def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str, Any], defs: Definitions,
-                 component: str, revision: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 component: str, revision: int) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     ttype = trait.get("type", "")
     definition = defs.traits.get(ttype)
     if definition is None:
@@ -281,7 +311,7 @@ def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str,
     jinja = ((definition.get("spec") or {}).get("schematic") or {}).get("jinja") or {}
     params = _validate_parameters(jinja.get("parameters"), trait.get("properties"), component, ttype)
     target = params.get("containerName")
-    if target is not None:
+    if target:  # KubeVela's default "" means the first container
         names = [c.get("name") for c in (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
             "containers") or [] if isinstance(c, dict)]
         if target not in names:
@@ -305,8 +335,7 @@ def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str,
             raise RenderError("PatchError", f"patch failed: {err}", component, ttype)
         if not isinstance(workload, dict) or not workload.get("metadata"):
             raise RenderError("PatchError", "patch removed the workload's metadata", component, ttype)
-    outputs = [_finish(o, app, component, f"outputs.{k}") for k, o in (result.get("outputs") or {}).items()]
-    return workload, outputs
+    return workload, [(k, _finish(o, app, component, f"outputs.{k}")) for k, o in (result.get("outputs") or {}).items()]
 
 
 def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> RenderedApp:

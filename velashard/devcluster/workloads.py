@@ -9,20 +9,23 @@ import threading
 import time
 from typing import Any
 
-from velashard.devcluster import errors
+from velashard.devcluster import errors, objectstatus
 from velashard.devcluster.resources import Registry
 from velashard.devcluster.rest import Request, RestAPI
 from velashard.devcluster.store import Event, now_rfc3339
 
 log = logging.getLogger("velashard.devcluster.workloads")
 
-SIMULATED = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs")}
+SIMULATED = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
+             *objectstatus.SIMULATED}
 # Workloads carrying this annotation are run by something else (the dev command's local kubelet).
 UNMANAGED_ANNOTATION = "devcluster.velashard.io/simulate"
 
 
 def simulated_status(kind: str, obj: dict[str, Any], now: str) -> dict[str, Any] | None:
     """The status the controllers would converge `obj` to, or None when nothing is to be done."""
+    if kind not in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        return objectstatus.object_status(kind, obj, now)
     spec = obj.get("spec") or {}
     meta = obj["metadata"]
     generation = meta.get("generation", 1)

@@ -1,4 +1,8 @@
-"""A controller: a reconcile function over keys, fed by informer events through a work queue."""
+"""A controller: a reconcile function over keys, fed by informer events through a work queue.
+
+Outcomes travel one way: a reconcile returns a Result when it succeeded (perhaps asking to come back later)
+and raises Retry or Terminal when it did not; `_process` is the one place that logs, counts and backs off.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +36,20 @@ REQUEUE = Result(requeue=True)
 
 def requeue_after(seconds: float) -> Result:
     return Result(requeue_after=seconds)
+
+
+class Retry(Exception):
+    """Not done, expected to pass later (a race, a dependency not there yet): retried after `after` seconds,
+    or with the queue's backoff when None. Logged without a traceback."""
+
+    def __init__(self, reason: str, after: float | None = None):
+        super().__init__(reason)
+        self.after = after
+
+
+class Terminal(Exception):
+    """Not done, and retrying cannot help until the object or the world changes (bad input the status already
+    reports, an object that left this controller): logged once, not retried; the next event brings it back."""
 
 
 Reconcile = Callable[[str], "Result | None"]
@@ -106,15 +124,18 @@ class Controller:
         started = time.monotonic()
         try:
             result = self.reconcile(key) or DONE
+        except (Retry, Terminal, errors.Conflict, errors.AlreadyExists) as err:
+            self._failed(key, err, time.monotonic() - started)
+            return
         except Exception as err:
             elapsed = time.monotonic() - started
             RECONCILE_TOTAL.labels(controller=self.name, result="error").inc()
             RECONCILE_DURATION.labels(controller=self.name).observe(elapsed)
-            # API errors (a conflict on a stale cache, a webhook's denial) say all; anything else is a bug
-            # whose traceback the log line carries.
+            # Other API errors (a webhook's denial, an outage) say all; anything else is a bug whose traceback
+            # the log line carries.
             log.error("reconcile failed", exc_info=not isinstance(err, errors.KubeError),
                       extra=fields(controller=self.name, key=key, error=str(err),
-                                   retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
+                                  retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))
             self.queue.add_rate_limited(key)
             return
         elapsed = time.monotonic() - started
@@ -132,3 +153,23 @@ class Controller:
         RECONCILE_TOTAL.labels(controller=self.name, result=outcome).inc()
         log.debug("reconciled", extra=fields(controller=self.name, key=key, result=outcome,
                                              duration=round(elapsed, 4)))
+
+    def _failed(self, key: Any, err: Exception, elapsed: float) -> None:
+        """An expected failure: a Terminal one is dropped, anything else (a Retry, a write that lost a race
+        with another writer) comes back after its delay or with backoff."""
+        RECONCILE_DURATION.labels(controller=self.name).observe(elapsed)
+        if isinstance(err, Terminal):
+            outcome = "terminal"
+            self.queue.forget(key)
+        elif isinstance(err, Retry) and err.after is not None:
+            outcome = "retry"
+            self.queue.forget(key)
+            self.queue.add_after(key, err.after)
+        else:
+            outcome = "retry"
+            self.queue.add_rate_limited(key)
+        RECONCILE_TOTAL.labels(controller=self.name, result=outcome).inc()
+        level = logging.INFO if outcome == "retry" else logging.WARNING
+        log.log(level, "reconcile did not complete" if outcome == "retry" else "reconcile stopped",
+                extra=fields(controller=self.name, key=key, result=outcome, error=str(err),
+                             retries=self.queue.num_requeues(key), duration=round(elapsed, 4)))

@@ -36,6 +36,8 @@ class Discovery:
                 res = Resource(group, version, entry["name"], entry["kind"], entry.get("namespaced", True))
                 by_kind[(res.api_version, res.kind)] = res
                 by_resource[(group, res.plural)] = res
+                # singular names too, as a RESTMapper resolves them (KubeVela's ref-objects say `resource: configmap`)
+                by_resource.setdefault((group, entry.get("singularName") or entry["kind"].lower()), res)
         with self._lock:
             self._by_kind, self._by_resource, self._loaded = by_kind, by_resource, True
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from velashard.kube import errors
+from velashard.apis.labels import KUBECTL_LAST_APPLIED
 from velashard.kube.client import KubeClient, WatchStream
 from velashard.kube.resources import Resource
 from velashard.kube.store import IndexFunc, Store, namespace_index, object_key
@@ -25,7 +26,7 @@ from velashard.observability import INFORMER_OBJECTS, fields
 log = logging.getLogger("velashard.kube.informer")
 
 Obj = dict[str, Any]
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+LAST_APPLIED = KUBECTL_LAST_APPLIED
 
 
 def strip_unread_fields(obj: Obj) -> Obj:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.apis import labels
+from velashard.apis.labels import APPS_ANNOTATION
 
 # Shard Leases (one per shard, the master's included) carry the shard id in this label.
 LEASE_LABEL = labels.SHARD_ID
-APPS_ANNOTATION = "velashard.io/applications"
 
 
 def load_annotations(apps: int) -> dict[str, str]:

@@ -1,0 +1,78 @@
+"""`velashard dry-run -f app.yaml`: print the objects an Application renders to, without applying them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import yaml
+
+from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
+from velashard.cli.definitions import load_definitions
+from velashard.cli.usage import UsageError
+from velashard.core.policies import with_overrides
+from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--file", required=True, action="append",
+                        help="application file ('-' for stdin); repeat for several")
+    parser.add_argument("-d", "--definition", action="append", default=[],
+                        help="extra ComponentDefinition/TraitDefinition files, used over the others")
+    parser.add_argument("-n", "--namespace", default="default", help="namespace of apps that name none")
+    parser.add_argument("--kubeconfig", help="read the definitions from this cluster")
+    parser.add_argument("--offline", action="store_true",
+                        help="use velashard's built-in definitions instead of a cluster's")
+
+
+def _documents(path: str) -> list[dict[str, Any]]:
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror or err}")
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path} is not valid YAML: {err}")
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict) or "kind" not in doc:
+            raise UsageError(f"{path}: document {i + 1} is not a Kubernetes object (no kind)")
+    return docs
+
+
+def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]]) -> Definitions:
+    found = load_definitions(args.offline, args.kubeconfig, SYSTEM_NAMESPACE, "--offline") + extra
+    return Definitions.from_objects([d for d in found if d["kind"] == "ComponentDefinition"],
+                                    [d for d in found if d["kind"] == "TraitDefinition"])
+
+
+def run(args: argparse.Namespace) -> int:
+    docs = [doc for path in args.file for doc in _documents(path)]
+    extra = [doc for path in args.definition for doc in _documents(path)]
+    extra += [d for d in docs if d["kind"] in ("ComponentDefinition", "TraitDefinition")]
+    apps = [d for d in docs if d["kind"] == "Application"]
+    if not apps:
+        raise UsageError(f"no Application ({API_VERSION}) in {', '.join(args.file)}")
+    for d in extra:
+        if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
+            raise UsageError(f"a {d['kind']} has no metadata.name")
+    defs = _definitions(args, extra)
+    out = []
+    for app in apps:
+        meta = app.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise UsageError("an Application has no metadata.name")
+        meta.setdefault("namespace", args.namespace)
+        try:
+            rendered = render_app(with_overrides(app), defs, 1)
+        except RenderError as err:
+            raise UsageError(f"application {meta['namespace']}/{meta['name']}: {err}")
+        for comp in rendered.components:
+            out.append(f"---\n# Application({meta['name']}) -- Component({comp.name})\n---\n")
+            if REF_OBJECTS in comp.workload:
+                out.append("# ref-objects: the referenced objects are read from the cluster when applied\n\n")
+                continue
+            out.append("---\n".join(yaml.safe_dump(obj, sort_keys=False) for obj in comp.objects) + "\n")
+    sys.stdout.write("".join(out))
+    return 0

@@ -1,0 +1,182 @@
+"""Applying an app's rendered objects (never adopting another app's, three-way merged onto what is live) and
+garbage-collecting what it no longer renders."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from velashard.apis import labels
+from velashard.core import ownership
+from velashard.core.context import ReconcileContext
+from velashard.core.events import record_event
+from velashard.core.rendering import RenderedComponent
+from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
+                                             gc_strategy, is_read_only, is_shared, keep_legacy_resources,
+                                             keep_live_paths, update_op)
+from velashard.core.tracker import Ref, RefKey, ref_key as ref_key_of
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.controller import Retry, Terminal
+from velashard.kube.discovery import Discovery
+from velashard.kube.resources import Resource
+from velashard.observability import fields
+
+log = logging.getLogger("velashard.core.apply")
+
+
+class Applier:
+    def __init__(self, client: KubeClient, discovery: Discovery, managed: dict[Resource, Any]):
+        self.client, self.discovery = client, discovery
+        self.managed = managed  # informers of managed kinds, when this process caches them
+
+    def resource(self, obj: dict[str, Any]) -> Resource:
+        return self.discovery.for_kind(obj["apiVersion"], obj["kind"])
+
+    def live(self, ctx: ReconcileContext, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
+        """The live object: from the cache for managed kinds we watch, else what this reconcile already read
+        or wrote, else from the API."""
+        informer = self.managed.get(res)
+        if informer is not None and informer.has_synced():
+            cached = informer.store.get_by(namespace, name)
+            if cached is not None:
+                return cached
+        seen = ctx.recall(res, name, namespace)
+        if seen is not None:
+            return seen
+        try:
+            live = self.client.get(res, name, namespace)
+        except errors.NotFound:
+            return None
+        ctx.saw(res, live)
+        return live
+
+    def live_of(self, ctx: ReconcileContext, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The live counterpart of a rendered object; None when it or its kind does not exist."""
+        try:
+            res = self.resource(obj)
+            return self.live(ctx, res, obj["metadata"]["name"],
+                             obj["metadata"].get("namespace") if res.namespaced else None)
+        except errors.NotFound:
+            return None
+
+    def apply_component(self, ctx: ReconcileContext, comp: RenderedComponent) -> None:
+        """Apply a component's objects. Raises Terminal with a message for the user when one cannot be applied
+        as it is (the workflow step fails), Retry when a write lost a race."""
+        for desired in comp.objects:
+            try:
+                self._apply(ctx, comp, desired)
+            except (errors.Conflict, errors.AlreadyExists) as err:
+                raise Retry(f'component "{comp.name}": {err.message}') from err
+
+    def _apply(self, ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any]) -> None:
+        try:
+            res = self.resource(desired)
+        except errors.NotFound:
+            raise Terminal(f'component "{comp.name}": the server has no resource for {desired["apiVersion"]} '
+                           f'{desired["kind"]}') from None
+        meta = desired["metadata"]
+        namespace = meta.get("namespace") if res.namespaced else None
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        live = self.live(ctx, res, meta["name"], namespace)
+        spec = ctx.app.get("spec") or {}
+        info = self.info_of(ctx.app, {"component": comp.name, "kind": desired["kind"], "name": meta["name"],
+                                      "trait": (meta.get("labels") or {}).get(labels.TRAIT_TYPE, "")})
+        if is_read_only(spec, info):
+            if live is None:
+                raise Terminal(f'component "{comp.name}": read-only {desired["kind"]} {meta["name"]} does not exist')
+            return  # read-only: observed, never written
+        other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
+        if other is not None and is_shared(spec, info):
+            return  # shared-resource: another app applied it first; this one uses it as it is
+        if live is not None:
+            state_keep = (ctx.app.get("status") or {}).get("observedGeneration") == ctx.app["metadata"].get(
+                "generation")
+            paths = apply_once(spec, info, state_keep)
+            if paths == ["*"]:
+                return  # apply-once: left as it is live
+            if paths:
+                desired = keep_live_paths(desired, live, paths)
+        if other is not None:
+            message = (f'component "{comp.name}": {desired["kind"]} {meta.get("namespace", "")}/{meta["name"]} '
+                       f"is owned by application {other[0]}/{other[1]}; not adopting it")
+            record_event(self.client, ctx.app, "Warning", "ResourceConflict", message)
+            raise Terminal(message)
+        try:
+            if live is None:
+                try:
+                    ctx.saw(res, self.client.create(res, ownership.with_last_applied(desired)))
+                    return
+                except errors.AlreadyExists:
+                    live = self.client.get(res, meta["name"], namespace)  # the cache lagged behind
+                    other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
+                    if other is not None:
+                        raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '
+                                       f"application {other[0]}/{other[1]}; not adopting it") from None
+            if update_op(spec, info) == "replace":
+                merged = ownership.with_last_applied(copy.deepcopy(desired))
+                merged["metadata"] = {**live["metadata"], **merged["metadata"]}  # identity and version stay
+            else:
+                merged = ownership.merged_for_update(desired, live)
+            if ownership.needs_update(merged, live):
+                ctx.saw(res, self.client.update(res, merged))
+        except errors.Invalid as err:
+            raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
+                           f"{err.message}") from err
+        except (errors.Conflict, errors.AlreadyExists):
+            raise
+        except errors.BadRequest as err:
+            raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]}: {err.message}') from err
+
+    @staticmethod
+    def info_of(app: dict[str, Any], ref: Ref) -> ResourceInfo:
+        """How resource-policy selectors see a tracked resource."""
+        types = {c.get("name"): c.get("type", "") for c in (app.get("spec") or {}).get("components") or []}
+        component = ref.get("component", "")
+        return ResourceInfo(component, types.get(component, ""), "TRAIT" if ref.get("trait") else "COMPONENT",
+                            ref.get("trait", ""), ref["kind"], ref["name"])
+
+    @staticmethod
+    def deletion_order(app: dict[str, Any], refs: list[Ref]) -> list[Ref]:
+        """garbage-collect `order: dependency`: dependents' resources go before what they depend on."""
+        spec = app.get("spec") or {}
+        if not delete_in_dependency_order(spec):
+            return refs
+        order = deletion_order([(c.get("name", ""), list(c.get("dependsOn") or []))
+                                for c in spec.get("components") or []])
+        rank = {name: i for i, name in enumerate(order)}
+        return sorted(refs, key=lambda r: rank.get(r.get("component", ""), len(rank)))
+
+    def collect_garbage(self, app: dict[str, Any], previous: dict[RefKey, Ref],
+                        desired: dict[RefKey, Ref]) -> dict[RefKey, Ref]:
+        """Delete what is no longer rendered, unless garbage-collect policies keep it; returns what is kept."""
+        spec = app.get("spec") or {}
+        kept = {}
+        legacy = keep_legacy_resources(spec)
+        gone = [ref for key, ref in previous.items() if key not in desired]
+        for ref in self.deletion_order(app, gone):
+            if legacy or gc_strategy(spec, self.info_of(app, ref)) != "onAppUpdate":
+                kept[ref_key_of(ref)] = ref
+            else:
+                self.delete_managed(app, ref)
+        return kept
+
+    def delete_managed(self, app: dict[str, Any], ref: Ref) -> None:
+        """Delete what we recorded, unless it now belongs to another app (never delete others' resources)."""
+        try:
+            res = self.discovery.for_kind(ref["apiVersion"], ref["kind"])
+            live = self.client.get(res, ref["name"], ref.get("namespace"))
+        except errors.NotFound:
+            return
+        if ownership.conflicting_owner(live, app["metadata"]["namespace"], app["metadata"]["name"]):
+            return
+        try:
+            self.client.delete(res, ref["name"], ref.get("namespace"), propagation_policy="Background",
+                               preconditions={"uid": live["metadata"]["uid"]})
+            log.info("garbage-collected resource", extra=fields(
+                key=f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}',
+                resource=f'{ref["kind"]}/{ref.get("namespace", "")}/{ref["name"]}'))
+        except (errors.NotFound, errors.Conflict):
+            pass

@@ -1,0 +1,1 @@
+"""The built-in definition catalog: KubeVela's component and trait names and parameters, our templates."""

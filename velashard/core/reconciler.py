@@ -1,0 +1,200 @@
+"""The Application reconcile, step by step: finalize or claim, render, record a revision, run the workflow
+(apply, wait for health), collect garbage, write status.
+
+Level-based: each reconcile reads the app and the world and converges, whatever event woke it. Outcomes
+follow kube/controller.py's model: a Result when done, Retry or Terminal when not.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable
+
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATIONS
+from velashard.core import status as app_status
+from velashard.core.apply import Applier
+from velashard.core.context import ReconcileContext
+from velashard.core.events import timestamp
+from velashard.core.health import component_health, resource_health
+from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
+from velashard.core.refobjects import resolve_ref_objects
+from velashard.core.resourcepolicies import gc_strategy
+from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent, RenderError, render_app
+from velashard.core.revisions import Revisions, app_hash, revision_name
+from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
+from velashard.core.stepactions import StepActions, WorkflowVariables
+from velashard.core.workflow import evaluate, now_utc, parse_steps, workflow_phase
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
+from velashard.kube.discovery import Discovery
+from velashard.observability import fields
+
+log = logging.getLogger("velashard.core.reconciler")
+
+FINALIZER = labels.RESOURCE_TRACKER_FINALIZER
+
+
+class ApplicationReconciler:
+    def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
+                 definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
+                 revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
+                 waiting_requeue: float):
+        self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
+        self.component_definition = component_definition
+        self.revisions, self.trackers, self.applier = revisions, trackers, applier
+        self.variables = WorkflowVariables(client)
+        self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
+
+    def __call__(self, key: str) -> Result:
+        app = self.lookup(key)
+        if app is None:
+            return DONE
+        app = copy.deepcopy(app)
+        if app["metadata"].get("deletionTimestamp"):
+            return self.finalize(app)
+        if FINALIZER not in (app["metadata"].get("finalizers") or []):
+            self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
+                "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
+            return DONE  # the update event brings the app back
+        return self.converge(ReconcileContext(app, self.definitions()))
+
+    def finalize(self, app: dict[str, Any]) -> Result:
+        """Delete what the app owns, then its trackers and revisions, then drop the finalizer."""
+        meta = app["metadata"]
+        if FINALIZER not in (meta.get("finalizers") or []):
+            return DONE
+        tracker = self.trackers.get(app)
+        for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
+            if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
+                self.applier.delete_managed(app, ref)
+        self.variables.delete(app)
+        self.trackers.delete(tracker)
+        self.revisions.delete_all(app)
+        remaining = [f for f in meta["finalizers"] if f != FINALIZER]
+        self.client.patch(APPLICATIONS, meta["name"], {"metadata": {"finalizers": remaining or None,
+                                                                    "resourceVersion": meta["resourceVersion"]}},
+                          meta["namespace"])
+        log.info("application deleted", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}'))
+        return DONE
+
+    def converge(self, ctx: ReconcileContext) -> Result:
+        app, defs = ctx.app, ctx.definitions
+        spec = app.get("spec") or {}
+        status: dict[str, Any] = copy.deepcopy(app.get("status") or {})
+        conditions: list[dict[str, Any]] = []
+        now = timestamp()
+        digest = app_hash(spec, defs.fingerprint())
+        latest = status.get("latestRevision") or {}
+        revision = latest.get("revision", 0) if latest.get("revisionHash") == digest else \
+            self.revisions.number(app, digest)
+        unsupported = unsupported_policies(spec)
+        if unsupported:
+            conditions.append(app_status.condition(
+                "PoliciesSupported", False, "UnsupportedPolicy",
+                f'policies of type {", ".join(unsupported)} are kept but not supported (no multi-cluster; '
+                'topology only with clusters ["local"]); they have no effect', now))
+        try:
+            rendered = self.render(ctx, revision)
+        except RenderError as err:
+            conditions.append(app_status.condition("Rendered", False, err.reason, str(err), now))
+            self.write_status(ctx, status, "rendering", conditions)
+            raise Terminal(f"render failed: {err.reason}: {err}") from err
+        except errors.KubeError as err:
+            conditions.append(app_status.condition("Rendered", False, "RefObjectsFailed", err.message, now))
+            self.write_status(ctx, status, "rendering", conditions)
+            raise Retry(f"reading referenced objects failed: {err.message}", after=self.waiting_requeue) from err
+        conditions.append(app_status.condition("Rendered", True, "Rendered", "", now))
+        if latest.get("revisionHash") != digest:
+            self.revisions.record(app, revision, digest, defs.fingerprint())
+            status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
+                                        "revisionHash": digest}
+            status.pop("workflow", None)  # a new revision runs its workflow anew
+        return self.run_workflow(ctx, status, rendered, conditions, now)
+
+    def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
+        try:
+            parse_steps(ctx.app.get("spec") or {})
+        except ValueError as err:
+            raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
+        problem = policy_problem(ctx.app.get("spec") or {})
+        if problem:
+            raise RenderError("InvalidParameter", problem, "-", field="policies")
+        effective = with_overrides(ctx.app)
+        rendered = render_app(effective, ctx.definitions, revision)
+        resolve_ref_objects(self.client, self.discovery, effective, rendered, ctx.definitions, revision)
+        return rendered
+
+    def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
+                     conditions: list[dict[str, Any]], now: str) -> Result:
+        app = ctx.app
+        spec = app.get("spec") or {}
+        tracker = self.trackers.get(app)
+        previous_refs = managed_refs(tracker)
+        desired_refs = {ref_key(ref_of(o)): ref_of(o) for c in rendered.components for o in c.objects}
+        # what workflow steps applied (no component) stays until the app is deleted
+        desired_refs.update({k: r for k, r in previous_refs.items() if not r.get("component")})
+        tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
+                              lambda comp: self.health(ctx, comp))
+        previous = status.get("workflow") or {}
+        variables = self.variables.read(app)
+        evaluation = evaluate(app, parse_steps(spec), previous, variables, now_utc(), actions,
+                              (status.get("latestRevision") or {}).get("name", ""))
+        workflow = evaluation.status
+        if evaluation.variables != variables:
+            self.variables.write(app, evaluation.variables)
+        for obj in actions.applied_objects:
+            desired_refs[ref_key(ref_of(obj))] = ref_of(obj)
+        if actions.applied_objects:
+            tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        if workflow["finished"] and not any(s["phase"] == "failed" for s in workflow["steps"]):
+            kept = self.applier.collect_garbage(app, previous_refs, desired_refs)
+            self.trackers.save(app, tracker, {**kept, **desired_refs})
+        health: app_status.Health = {c.name: actions.health_of(c.name) for c in rendered.components}
+        traits = {(c.name, t): self.trait_health(ctx, c, t) for c in rendered.components for t in c.traits}
+        phase = workflow_phase(workflow, all(h for h, _ in health.values()))
+        status["workflow"] = workflow
+        status["services"] = app_status.services(rendered.components, health, traits, ctx.namespace)
+        status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
+        status["policy"] = app_status.policy_status(spec)
+        conditions.extend(app_status.workflow_conditions(workflow, health, now))
+        if not self.write_status(ctx, status, phase, conditions):
+            return DONE
+        # Settled apps come back every state-keep interval to undo drift; others sooner, to see progress.
+        settled = phase in app_status.SETTLED_PHASES
+        wait = self.state_keep_interval if settled else self.waiting_requeue
+        if evaluation.requeue_after is not None:
+            wait = min(wait, max(evaluation.requeue_after, 0.05))
+        return requeue_after(wait)
+
+    def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
+        """A trait is healthy when every object it produced is (by the built-in rules)."""
+        outputs = [o for o in comp.outputs if ((o["metadata"].get("labels") or {}).get(labels.TRAIT_TYPE) == trait)]
+        results = [resource_health(self.applier.live_of(ctx, o)) for o in outputs]
+        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in zip(outputs, results) if not ok]
+        return not bad, "; ".join(bad)
+
+    def health(self, ctx: ReconcileContext, comp: RenderedComponent) -> tuple[bool, str]:
+        definition = self.component_definition(comp.type) or {}
+        policy = ((definition.get("spec") or {}).get("status") or {}).get("healthPolicy")
+        return component_health(comp.objects, comp.workload, [self.applier.live_of(ctx, o) for o in comp.objects],
+                                policy)
+
+    def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
+                     conditions: list[dict[str, Any]]) -> bool:
+        """Write the status if it changed; False when the app is gone."""
+        stored = ctx.app.get("status") or {}
+        status = app_status.with_phase(stored, status, phase, ctx.app["metadata"].get("generation"), conditions)
+        if status == stored:
+            return True
+        try:
+            self.client.update_status(APPLICATIONS, dict(ctx.app, status=status))
+        except errors.Conflict as err:
+            raise Retry("the application changed meanwhile; converging again") from err
+        except errors.NotFound:
+            return False
+        return True

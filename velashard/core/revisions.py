@@ -1,0 +1,89 @@
+"""Application revisions: the hash that says something changed, the ApplicationRevision records, and pruning."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from velashard.apis.oam import API_VERSION, APPLICATION_REVISIONS
+from velashard.core.ownership import dependent_labels
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+
+
+def app_hash(spec: dict[str, Any], definitions_fingerprint: str) -> str:
+    """Hash of what determines the rendered output: the app's spec and the definitions it was rendered with."""
+    payload = json.dumps({"spec": spec, "definitions": definitions_fingerprint}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def revision_name(app_name: str, revision: int) -> str:
+    return f"{app_name}-v{revision}"
+
+
+def revisions_to_prune(revisions: list[dict[str, Any]], limit: int, keep: str) -> list[str]:
+    """Names of the oldest revisions beyond `limit`, never the one named `keep` (the live one)."""
+    ordered = sorted(revisions, key=lambda r: (r.get("spec") or {}).get("revision", 0))
+    excess = len(ordered) - limit
+    return [r["metadata"]["name"] for r in ordered if r["metadata"]["name"] != keep][:max(0, excess)]
+
+
+def revision_number(app: dict[str, Any], existing: list[dict[str, Any]], digest: str) -> int:
+    """The revision recorded for `digest` (a status write may have failed after recording it), else the next."""
+    for rev in existing:
+        if (rev.get("spec") or {}).get("hash") == digest:
+            return int(rev["spec"]["revision"])
+    latest = (app.get("status") or {}).get("latestRevision", {}).get("revision", 0)
+    return max([latest] + [(r.get("spec") or {}).get("revision", 0) for r in existing]) + 1
+
+
+def revision_body(app: dict[str, Any], revision: int, digest: str, fingerprint: str) -> dict[str, Any]:
+    meta = app["metadata"]
+    return {"apiVersion": API_VERSION, "kind": "ApplicationRevision",
+            "metadata": {"name": revision_name(meta["name"], revision), "namespace": meta["namespace"],
+                         "labels": dependent_labels(app),
+                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Application",
+                                              "name": meta["name"], "uid": meta["uid"], "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {"revision": revision, "hash": digest, "definitions": fingerprint,
+                     "application": {"metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                                                  "labels": meta.get("labels") or {},
+                                                  "annotations": meta.get("annotations") or {}},
+                                     "spec": app.get("spec") or {}}}}
+
+
+class Revisions:
+    """Reads an app's revisions from the (label-selected) cache, records new ones and prunes old ones."""
+
+    def __init__(self, client: KubeClient, informer: Any, limit: int):
+        self.client, self.informer, self.limit = client, informer, limit
+
+    def of(self, app: dict[str, Any]) -> list[dict[str, Any]]:
+        return [r for r in self.informer.store.by_index("app", app["metadata"]["name"])
+                if r["metadata"].get("namespace") == app["metadata"]["namespace"]]
+
+    def number(self, app: dict[str, Any], digest: str) -> int:
+        return revision_number(app, self.of(app), digest)
+
+    def record(self, app: dict[str, Any], revision: int, digest: str, fingerprint: str) -> None:
+        body = revision_body(app, revision, digest, fingerprint)
+        name, namespace = body["metadata"]["name"], app["metadata"]["namespace"]
+        try:
+            self.client.create(APPLICATION_REVISIONS, body)
+        except errors.AlreadyExists:
+            pass  # written by an earlier attempt of this same reconcile
+        existing = {r["metadata"]["name"]: r for r in self.of(app)}
+        existing[name] = body  # the cache may or may not have seen it yet
+        for old in revisions_to_prune(list(existing.values()), self.limit, keep=name):
+            self.delete(old, namespace)
+
+    def delete_all(self, app: dict[str, Any]) -> None:
+        for rev in self.of(app):
+            self.delete(rev["metadata"]["name"], app["metadata"]["namespace"])
+
+    def delete(self, name: str, namespace: str) -> None:
+        try:
+            self.client.delete(APPLICATION_REVISIONS, name, namespace)
+        except errors.NotFound:
+            pass

@@ -49,6 +49,7 @@ class Options:
     # Watching managed kinds caches every app's resources in every process, which defeats sharding;
     # without it live objects are read from the API and waiting apps are polled.
     cache_managed: bool = True
+    resync_period: float = 300.0  # --application-re-sync-period: every app is reconciled at least this often
 
 
 class MovedAway(Exception):

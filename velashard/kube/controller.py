@@ -12,7 +12,7 @@ from velashard.kube import errors
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.store import object_key
 from velashard.kube.workqueue import ShutDown, WorkQueue
-from velashard.observability import RECONCILE_DURATION, RECONCILE_TOTAL, fields
+from velashard.observability import RECONCILE_DURATION, RECONCILE_TOTAL, Heartbeat, fields
 
 log = logging.getLogger("velashard.kube.controller")
 
@@ -44,6 +44,8 @@ class Controller:
         self.workers = max(1, workers)
         self.queue = queue if queue is not None else WorkQueue(name)
         self._threads: list[threading.Thread] = []
+        self.stuck_after = 300.0  # a reconcile running longer than this makes /healthz fail
+        self.heartbeats: list[Heartbeat] = []
 
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
@@ -72,7 +74,10 @@ class Controller:
 
     def start(self) -> None:
         for i in range(self.workers):
-            thread = threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
+            heartbeat = Heartbeat(f"{self.name}-worker-{i}", self.stuck_after)
+            thread = threading.Thread(target=self._worker, args=(heartbeat,), name=heartbeat.name, daemon=True)
+            heartbeat.attach(thread)
+            self.heartbeats.append(heartbeat)
             thread.start()
             self._threads.append(thread)
 
@@ -82,19 +87,22 @@ class Controller:
         Returns False if a reconcile was still running at the deadline (its worker is left to finish).
         """
         deadline = time.monotonic() + timeout
+        for heartbeat in self.heartbeats:
+            heartbeat.stop()
         drained = self.queue.shutdown(drain=True, timeout=timeout)
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()) + 0.1)
         return drained
 
-    def _worker(self) -> None:
+    def _worker(self, heartbeat: Heartbeat) -> None:
         while True:
             try:
                 key = self.queue.get()
             except ShutDown:
                 return
             try:
-                self._process(key)
+                with heartbeat.busy():
+                    self._process(key)
             finally:
                 self.queue.done(key)
 

@@ -11,7 +11,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.leaderelection import micro_time
 from velashard.kube.resources import LEASES
-from velashard.observability import fields
+from velashard.observability import Heartbeat, fields
 
 log = logging.getLogger("velashard.sharding.loads")
 
@@ -42,14 +42,17 @@ class LoadReporter:
     def __init__(self, client: KubeClient, namespace: str, shard: str, count: Callable[[], int],
                  period: float = 15.0):
         self.client, self.namespace, self.shard, self.count, self.period = client, namespace, shard, count, period
+        self.heartbeat = Heartbeat("load-reporter", max(60.0, period * 4))  # busy while it writes
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="load-reporter", daemon=True)
+        self.heartbeat.attach(self._thread)
         self._thread.start()
 
     def stop(self) -> None:
+        self.heartbeat.stop()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -69,7 +72,8 @@ class LoadReporter:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.report()
+                with self.heartbeat.busy():
+                    self.report()
             except errors.KubeError as err:
                 log.warning("publishing load failed", extra=fields(shard=self.shard, error=str(err)))
             self._stop.wait(self.period)

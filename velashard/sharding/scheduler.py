@@ -16,7 +16,7 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, NAMESPACES
-from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
+from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat, fields
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import LOAD_LABEL, parse_loads
 from velashard.sharding.move import set_shard
@@ -35,7 +35,7 @@ def orphan_selector(available: list[str]) -> str:
 
 class BackgroundScheduler:
     def __init__(self, client: KubeClient, discovery: ShardDiscovery, scheduler: Scheduler, namespace: str,
-                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8):
+                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0):
         self.client = client
         self.discovery = discovery
         self.scheduler = scheduler
@@ -49,6 +49,7 @@ class BackgroundScheduler:
         self._thread: threading.Thread | None = None
         self._rebalance = False
         self._draining = 0
+        self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
 
     def _shards_changed(self, _shards: list[str]) -> None:
@@ -58,9 +59,11 @@ class BackgroundScheduler:
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="background-scheduler", daemon=True)
+        self.heartbeat.attach(self._thread)
         self._thread.start()
 
     def stop(self) -> None:
+        self.heartbeat.stop()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -69,7 +72,8 @@ class BackgroundScheduler:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.run_once()
+                with self.heartbeat.busy():
+                    self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
             busy = self._gone_since or self._draining

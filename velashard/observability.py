@@ -153,7 +153,7 @@ class Heartbeat:
         self.stopped = True
 
     def problem(self, now: float | None = None) -> str | None:
-        if self.thread is None:
+        if self.thread is None or self.thread.ident is None:
             return None  # not started yet
         return beat_problem(self.name, self.thread.is_alive(), self.stopped, self.busy_since, self.deadline,
                             self._clock() if now is None else now)

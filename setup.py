@@ -17,6 +17,8 @@ setup(
         "prometheus_client>=0.20",
         "PyYAML>=6",
         "jsonschema>=4",
+        "Jinja2>=3.1",
+        "urllib3>=2",
     ],
     extras_require={
         "test": [

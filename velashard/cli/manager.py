@@ -22,7 +22,6 @@ from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import LoadReporter
 from velashard.sharding.scheduler import BackgroundScheduler
-from velashard.sharding.strategies import Scheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner
 
 log = logging.getLogger("velashard.manager")
@@ -201,7 +200,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
     discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
-    background = BackgroundScheduler(client, discovery, Scheduler(args.shard_scheduler), args.namespace,
+    background = BackgroundScheduler(client, discovery, args.shard_scheduler, args.namespace,
                                      args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
     manager.add_runnable(background.start, background.stop, background.heartbeat)
     if args.disable_webhooks:

@@ -66,6 +66,7 @@ class GoBool(argparse.Action):
     """A boolean flag that, as in Go, also takes an explicit value: `--x`, `--x=true`, `--x=false`."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, default: Any = False, **kwargs: Any):
+        kwargs.setdefault("metavar", "true|false")
         super().__init__(option_strings, dest, nargs="?", const=True, default=default, type=parse_bool, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,

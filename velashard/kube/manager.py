@@ -121,7 +121,7 @@ class Manager:
         """Threads that died or are stuck past their deadline: informers, controller workers, runnables."""
         if self._stop.is_set():
             return []  # threads end on purpose while stopping
-        beats = [i.heartbeat for i in self._informers.values()]
+        beats = [i.heartbeat for i in list(self._informers.values())]  # list(): one step, safe against adds
         for controller in self._controllers:
             beats.extend(controller.heartbeats)
         return liveness_problems(beats + self._heartbeats)

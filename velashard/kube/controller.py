@@ -73,6 +73,7 @@ class Controller:
         informer.add_handler(EventHandler(on_add, on_update, on_delete))
 
     def start(self) -> None:
+        self.heartbeats = []  # a restart's workers replace the stopped ones
         for i in range(self.workers):
             heartbeat = Heartbeat(f"{self.name}-worker-{i}", self.stuck_after)
             thread = threading.Thread(target=self._worker, args=(heartbeat,), name=heartbeat.name, daemon=True)

@@ -18,6 +18,8 @@ setup(
         "PyYAML>=6",
         "jsonschema>=4",
         "cel-expr-python>=0.1.3",
+        "Jinja2>=3.1",
+        "urllib3>=2",
     ],
     extras_require={
         "test": [

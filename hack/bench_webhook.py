@@ -37,12 +37,11 @@ def review(i: int) -> dict:
 
 
 def bench_handler(n: int = 5000) -> dict:
-    from velashard.sharding.strategies import Scheduler
     from velashard.webhook.decisions import MutationContext, ValidationContext, mutate, parse_review
-    from velashard.webhook.server import MUTATING_PATH, create_app
+    from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
 
-    scheduler = Scheduler("round-robin")
-    ctx = MutationContext(pick=lambda app: scheduler.pick(app, ["shard-0", "shard-1", "shard-2"]))
+    ctx = MutationContext(pick=make_pick("round-robin", lambda: ["shard-0", "shard-1", "shard-2"], dict,
+                                         lambda namespace: None))
     bodies = [json.dumps(review(i)).encode() for i in range(n)]
     direct = []
     for body in bodies:

@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -97,16 +98,73 @@ def metrics_server(addr: str) -> ProbeServer:
     return ProbeServer(addr, {"/metrics": lambda: (200, metrics_text(), CONTENT_TYPE_LATEST)})
 
 
-def health_server(addr: str, healthy: Callable[[], bool], ready: Callable[[], bool | str]) -> ProbeServer:
-    """`ready` may answer a string: not ready, for that reason (e.g. fenced)."""
-    def probe(check: Callable[[], bool | str]) -> Callable[[], tuple[int, bytes, str]]:
+Problems = Callable[[], list[str]]
+
+
+def health_server(addr: str, healthy: Problems, ready: Problems) -> ProbeServer:
+    """/healthz and /readyz answer 200 "ok" with no problems, else 503 with one problem per line."""
+    def probe(check: Problems, failed: str) -> Callable[[], tuple[int, bytes, str]]:
         def answer() -> tuple[int, bytes, str]:
-            result = check()
-            if result is True:
+            problems = check()
+            if not problems:
                 return 200, b"ok\n", "text/plain"
-            return 503, f"not ready{': ' + result if isinstance(result, str) else ''}\n".encode(), "text/plain"
+            return 503, (f"{failed}: " + "\n".join(problems) + "\n").encode(), "text/plain"
         return answer
-    return ProbeServer(addr, {"/healthz": probe(healthy), "/readyz": probe(ready)})
+    return ProbeServer(addr, {"/healthz": probe(healthy, "unhealthy"), "/readyz": probe(ready, "not ready")})
+
+
+# --- liveness --------------------------------------------------------------------------------------
+
+def beat_problem(name: str, alive: bool, stopped: bool, busy_since: float | None, deadline: float,
+                 now: float) -> str | None:
+    """Why a thread counts as dead or stuck, or None: it ended while it should run, or it has been busy on one
+    piece of work (a reconcile, a list, a scheduling pass) longer than its deadline. Idle waiting is fine."""
+    if stopped:
+        return None
+    if not alive:
+        return f"{name}: thread died"
+    if busy_since is not None and now - busy_since > deadline:
+        return f"{name}: stuck for {now - busy_since:.0f}s (deadline {deadline:.0f}s)"
+    return None
+
+
+class Heartbeat:
+    """A long-running thread's sign of life, read by /healthz: the thread marks itself busy while it works."""
+
+    def __init__(self, name: str, deadline: float, clock: Callable[[], float] = time.monotonic):
+        self.name = name
+        self.deadline = deadline
+        self._clock = clock
+        self.thread: threading.Thread | None = None
+        self.busy_since: float | None = None
+        self.stopped = False
+
+    def attach(self, thread: threading.Thread | None = None) -> None:
+        """The thread this heartbeat is about (default: the calling one)."""
+        self.thread = thread or threading.current_thread()
+        self.stopped = False
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        self.busy_since = self._clock()
+        try:
+            yield
+        finally:
+            self.busy_since = None
+
+    def stop(self) -> None:
+        """The thread ends on purpose: it no longer counts."""
+        self.stopped = True
+
+    def problem(self, now: float | None = None) -> str | None:
+        if self.thread is None or self.thread.ident is None:
+            return None  # not started yet
+        return beat_problem(self.name, self.thread.is_alive(), self.stopped, self.busy_since, self.deadline,
+                            self._clock() if now is None else now)
+
+
+def liveness_problems(heartbeats: Iterable[Heartbeat]) -> list[str]:
+    return [p for p in (h.problem() for h in heartbeats) if p]
 
 
 # --- logging ---------------------------------------------------------------------------------------

@@ -30,9 +30,10 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import DEPLOYMENTS, NAMESPACES
-from tests.e2e.test_manager_process import free_port
-from tests.e2e.test_sharding import RUNTIME_NS, shard_of, shard_pod, stop_processes, writers_by_app
+from tests.e2e.helpers import RUNTIME_NS, free_port, shard_of, shard_pod, stop_processes, writers_by_app
 from tests.integration.helpers import eventually
+
+pytestmark = pytest.mark.slow  # deselect with -m "not slow"
 
 log = logging.getLogger("tests.chaos")
 

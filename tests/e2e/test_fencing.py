@@ -25,8 +25,8 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.core.install import install
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import DEPLOYMENTS, NAMESPACES
-from tests.e2e.test_manager_process import free_port
-from tests.e2e.test_sharding import RUNTIME_NS, shard_of, shard_pod, stop_processes, wait_for_shard_leases
+from tests.e2e.helpers import free_port
+from tests.e2e.helpers import RUNTIME_NS, shard_of, shard_pod, stop_processes, wait_for_shard_leases
 from tests.integration.helpers import eventually
 
 LEASE = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "2.5s",

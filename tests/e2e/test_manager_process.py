@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,13 +11,8 @@ import urllib.request
 import pytest
 from kubernetes import client
 
+from tests.e2e.helpers import free_port
 from tests.integration.helpers import eventually
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -125,3 +119,21 @@ def test_leadership_moves_between_two_processes(apiserver, api_client, namespace
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+def test_a_slave_shard_starts_with_kubevelas_flags_and_go_durations(apiserver):
+    health = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "--enable-sharding", "--shard-id=shard-1",
+                             "--sharding-slave-discovery-resync-period=5m", "--orphan-grace-period", "2s",
+                             "--reschedule-period", "2s", "--application-re-sync-period=5m", "--use-webhook=true",
+                             "--health-addr", f"127.0.0.1:{health}", "--metrics-addr", "127.0.0.1:0",
+                             "--kubeconfig", apiserver.kubeconfig],  # a global flag after the others
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(lambda: get(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=30)
+        assert get(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert "shard=shard-1" in err and "Traceback" not in err

@@ -16,8 +16,9 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
-from tests.e2e.test_manager_process import free_port
-from tests.e2e.test_sharding import RUNTIME_NS, app, shard_of, shard_pod, stop_processes, webhook_serving
+from tests.e2e.helpers import free_port
+from tests.e2e.helpers import RUNTIME_NS, shard_of, shard_pod, stop_processes
+from tests.e2e.test_sharding import app, webhook_serving
 from tests.integration.helpers import eventually
 
 

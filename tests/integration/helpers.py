@@ -6,6 +6,7 @@ import json
 import time
 from typing import Any, Callable
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 
@@ -52,3 +53,15 @@ def raw_request(api_client: Any, method: str, path: str, body: bytes | str | Non
         return code, json.loads(payload)
     except ValueError:
         return code, payload.decode(errors="replace")
+
+
+def deployment(name: str, replicas: int = 1, image: str = "nginx:1.25") -> client.V1Deployment:
+    """A minimal Deployment with one container."""
+    labels = {"app": name}
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="main", image=image)]))))

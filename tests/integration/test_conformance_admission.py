@@ -103,7 +103,7 @@ def test_namespace_selector_and_subresource_rules(cluster, hook):
                                          rules=[{"operations": ["*"], "apiGroups": ["apps"], "apiVersions": ["*"],
                                                  "resources": ["deployments/status"]}],
                                          namespaceSelector={"matchLabels": {"team": "a"}})])
-    from tests.integration.test_conformance_crud import deployment
+    from tests.integration.helpers import deployment
     apps = client.AppsV1Api(api)
     apps.create_namespaced_deployment("team-a", deployment("d"))
     assert hook.reviews == []  # main resource writes do not match a status-only rule

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.helpers import raw_request, status_of
+from tests.integration.helpers import deployment, raw_request, status_of
 
 
 def cm(name: str = "", labels: dict | None = None, data: dict | None = None, **meta) -> client.V1ConfigMap:
@@ -153,12 +153,3 @@ def test_deployment_validation(api_client, namespace):
     assert status_of(err.value)["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
 
 
-def deployment(name: str, replicas: int = 1, image: str = "nginx:1.25") -> client.V1Deployment:
-    labels = {"app": name}
-    return client.V1Deployment(
-        metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1DeploymentSpec(
-            replicas=replicas, selector=client.V1LabelSelector(match_labels=labels),
-            template=client.V1PodTemplateSpec(
-                metadata=client.V1ObjectMeta(labels=labels),
-                spec=client.V1PodSpec(containers=[client.V1Container(name="main", image=image)]))))

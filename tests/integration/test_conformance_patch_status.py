@@ -6,8 +6,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.helpers import raw_request, status_of
-from tests.integration.test_conformance_crud import deployment
+from tests.integration.helpers import deployment, raw_request, status_of
 
 
 def test_strategic_merge_patch_merges_containers_env_and_ports(api_client, namespace):

@@ -6,8 +6,7 @@ from kubernetes import client
 from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from tests.integration.helpers import eventually, raw_request
-from tests.integration.test_conformance_crud import deployment
+from tests.integration.helpers import deployment, eventually, raw_request
 
 
 def test_simulated_deployment_and_job_status(api_client, namespace):

@@ -213,4 +213,84 @@ def test_a_fenced_manager_refuses_writes_stops_and_resumes_after_relisting(make_
     setup.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                               "metadata": {"name": "c", "namespace": "default", "labels": {"fence-test": "x"}}})
     eventually(lambda: "default/c" in seen)
+def health_body(running: Running, path: str) -> tuple[int, str]:
+    assert running.manager.health_server is not None
+    return get(f"http://127.0.0.1:{running.manager.health_server.port}{path}")
+
+
+def test_healthz_fails_when_a_worker_is_stuck_past_its_deadline(apiserver, namespace, run_manager):
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="stuck")
+    kube.create(CONFIGMAPS, {"metadata": {"name": "a", "namespace": namespace}})
+    release = threading.Event()
+    manager = Manager(kube, "stuck", health_addr="127.0.0.1:0")
+    controller = Controller("wedged", lambda key: release.wait(30) and DONE, workers=1)
+    controller.stuck_after = 0.3
+    controller.watch(manager.informer(CONFIGMAPS, namespace))
+    manager.add_controller(controller)
+    running = run_manager(manager)
+    try:
+        code, body = eventually(lambda: (r := health_body(running, "/healthz"))[0] == 503 and r)
+        assert "wedged-worker-0: stuck for" in body
+    finally:
+        release.set()
+    eventually(lambda: health_body(running, "/healthz") == (200, "ok\n"))  # unstuck: alive again
+    assert running.stop() < 10 and running.code == 0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_healthz_fails_when_a_background_thread_dies(apiserver, namespace, run_manager):
+    from velashard.observability import Heartbeat
+
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="dies")
+    manager = Manager(kube, "dies", health_addr="127.0.0.1:0")
+    manager.informer(CONFIGMAPS, namespace)
+    heartbeat = Heartbeat("background-loop", 60.0)
+
+    def crash() -> None:
+        raise RuntimeError("injected failure")  # what an unexpected bug in a loop does to its thread
+
+    def start() -> None:
+        thread = threading.Thread(target=crash, name="manager-test-loop", daemon=True)
+        heartbeat.attach(thread)
+        thread.start()
+
+    manager.add_runnable(start, lambda: None, heartbeat)
+    running = run_manager(manager)
+    eventually(lambda: health_body(running, "/healthz") == (503, "unhealthy: background-loop: thread died\n"))
+    assert running.stop() < 10 and running.code == 0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_healthz_fails_when_an_informer_thread_dies(apiserver, namespace, run_manager, monkeypatch):
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="informer-dies")
+    manager = Manager(kube, "informer-dies", health_addr="127.0.0.1:0")
+    informer = manager.informer(CONFIGMAPS, namespace)
+    running = run_manager(manager)
+    eventually(lambda: health_body(running, "/readyz")[0] == 200)
+    assert health_body(running, "/healthz") == (200, "ok\n")
+
+    def killed(*_: Any) -> bool:
+        raise SystemExit  # escapes the informer's retry loop, as a thread killed by a bug would
+    monkeypatch.setattr(informer, "_watch", killed)
+    assert informer._stream is not None
+    informer._stream.close()  # the current watch ends; the next one is the injected failure
+    code, body = eventually(lambda: (r := health_body(running, "/healthz"))[0] == 503 and r)
+    assert f"informer {informer.name}: thread died" in body
+    assert running.stop() < 10 and running.code == 0
+
+
+def test_readyz_says_the_crds_are_missing_and_the_log_says_it_once(make_apiserver, run_manager, caplog):
+    server = make_apiserver()
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="no-crds")
+    manager = Manager(kube, "no-crds", health_addr="127.0.0.1:0")
+    manager.informer(WIDGETS)
+    running = run_manager(manager)
+    code, body = eventually(lambda: (r := health_body(running, "/readyz"))[0] == 503 and "CRDs" in r[1] and r)
+    assert body == ("not ready: CRDs are not installed: run `velashard install` or install the chart "
+                    "(widgets.example.com not served)\n")
+    time.sleep(1.0)  # several retries later
+    said = [r for r in caplog.records if r.getMessage().startswith("CRDs are not installed")]
+    assert len(said) == 1
+    KubeClient.from_kubeconfig(server.kubeconfig, shard_id="setup").create(CRDS, WIDGET_CRD)
+    eventually(lambda: health_body(running, "/readyz") == (200, "ok\n"), timeout=40)
     assert running.stop() < 10 and running.code == 0

@@ -1,4 +1,4 @@
-"""Scheduling strategies: balance, agreement between replicas, movement on join, pinning."""
+"""Scheduling strategies through placement: balance, agreement between replicas, movement on join, pinning."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from velashard.sharding.strategies import Ring, Scheduler, app_identity, pinned_shard
+from velashard.sharding.placement import PlacementState, place
+from velashard.sharding.strategies import Ring, app_identity, pinned_shard
 
 
 def apps(n: int) -> list[dict]:
@@ -15,6 +16,17 @@ def apps(n: int) -> list[dict]:
 
 
 SHARDS = [f"shard-{i}" for i in range(5)]
+
+
+class Scheduler:
+    """A caller of placement that keeps its state, as the webhook and the background scheduler do."""
+
+    def __init__(self, strategy: str, seed: int = 0):
+        self.state = PlacementState(strategy, seed=seed)
+
+    def pick(self, app: dict, shards: list[str], loads: dict | None = None, pinned: str | None = None) -> str | None:
+        shard, self.state = place(app, shards, loads, pinned, self.state)
+        return shard
 
 
 def spread(scheduler: Scheduler, items: list[dict], shards=SHARDS, loads=None) -> Counter:

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from velashard.kube import errors
+from velashard.kube.clock import FakeClock
 from velashard.kube.controller import DONE, REQUEUE, Controller
 from velashard.kube.informer import Backoff
 from velashard.kube.ratelimit import ItemBackoff, TokenBucket
@@ -21,14 +22,38 @@ def queue():
     q.shutdown()
 
 
-def test_add_after_twice_waits_once_and_the_earlier_time_wins(queue):
-    queue.add_after("k", 5.0)
-    queue.add_after("k", 0.05)
-    queue.add_after("k", 0.1)
-    assert queue.get(timeout=2) == "k"
-    queue.done("k")
-    time.sleep(0.2)
-    assert len(queue) == 0  # the later requests were merged into the first due
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def fake_queue(clock):
+    q = WorkQueue("unit-fake", clock=clock)
+    yield q
+    q.shutdown()
+
+
+def settle(q: WorkQueue, want: int) -> None:
+    """Let the queue's delay thread act on a clock move (real time passes only for the thread switch)."""
+    deadline = time.monotonic() + 5
+    while len(q) != want and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(q) == want
+
+
+def test_add_after_twice_waits_once_and_the_earlier_time_wins(fake_queue, clock):
+    fake_queue.add_after("k", 5.0)
+    fake_queue.add_after("k", 0.05)
+    fake_queue.add_after("k", 0.1)
+    clock.advance(0.04)
+    settle(fake_queue, 0)  # not due yet
+    clock.advance(0.01)
+    settle(fake_queue, 1)
+    assert fake_queue.get() == "k"
+    fake_queue.done("k")
+    clock.advance(10)
+    settle(fake_queue, 0)  # the later requests were merged into the first due
 
 
 def test_an_item_added_many_times_while_processing_runs_once_more(queue):
@@ -63,21 +88,51 @@ def test_shutdown_drops_waiting_items_wakes_workers_and_ends_its_thread():
     assert not q._delay_thread.is_alive()
 
 
-def test_rate_limited_readd_waits_for_the_longer_of_backoff_and_overall_limit():
-    now = [0.0]
-    bucket = TokenBucket(qps=1, burst=1, clock=lambda: now[0])
-    q = WorkQueue("unit-overall", backoff=ItemBackoff(0.001, 1.0), bucket=bucket)
+def test_rate_limited_readd_waits_for_the_longer_of_backoff_and_overall_limit(clock):
+    bucket = TokenBucket(qps=1, burst=1, clock=clock.now)
+    q = WorkQueue("unit-overall", backoff=ItemBackoff(0.001, 1.0), bucket=bucket, clock=clock)
     try:
-        started = time.monotonic()
         q.add_rate_limited("a")  # first token is free; backoff 1 ms
         q.add_rate_limited("b")  # the bucket is empty: one second
-        assert q.get(timeout=1) == "a"
-        with pytest.raises(TimeoutError):
-            q.get(timeout=0.3)
-        assert q.get(timeout=2) == "b"
-        assert time.monotonic() - started >= 0.99
+        clock.advance(0.001)
+        settle(q, 1)
+        assert q.get() == "a"
+        clock.advance(0.9)
+        settle(q, 0)
+        clock.advance(0.099)
+        settle(q, 1)
+        assert q.get() == "b"
     finally:
         q.shutdown()
+
+
+def test_backoff_doubles_per_failure_up_to_its_cap_and_forget_resets():
+    backoff = ItemBackoff(0.01, 0.05)
+    assert [backoff.when("k") for _ in range(5)] == [0.01, 0.02, 0.04, 0.05, 0.05]
+    assert backoff.failures("k") == 5 and backoff.when("other") == 0.01
+    backoff.forget("k")
+    assert backoff.when("k") == 0.01
+
+
+def test_a_get_with_timeout_ends_when_the_clock_passes_it(fake_queue, clock):
+    errors_seen: list[Exception] = []
+
+    def waiter() -> None:
+        try:
+            fake_queue.get(timeout=5)
+        except TimeoutError as err:
+            errors_seen.append(err)
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    clock.advance(1)
+    assert thread.is_alive()
+    for _ in range(100):  # the waiter may have read the clock only now: move on until its deadline passes
+        clock.advance(5)
+        thread.join(0.05)
+        if not thread.is_alive():
+            break
+    assert len(errors_seen) == 1
 
 
 def test_reconnect_backoff_is_jittered_doubling_and_capped():

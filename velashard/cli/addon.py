@@ -7,11 +7,11 @@ import argparse
 import yaml
 
 from velashard.apis.oam import APPLICATIONS
+from velashard.cli.flags import client as cli_client
 from velashard.cli.usage import UsageError
 from velashard.core.addons import AddonError, list_addons, load_addon, parse_parameters
 from velashard.kube import errors
 from velashard.kube.apply import upsert
-from velashard.kube.client import KubeClient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,15 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     enable.add_argument("--dry-run", action="store_true", help="print what would be applied")
     disable = sub.add_parser("disable", help="disable an addon (deletes what it created)")
     disable.add_argument("name")
-    for p in (enable, disable, parser):
-        p.add_argument("--kubeconfig")
-
-
-def _client(kubeconfig: str | None) -> KubeClient:
-    try:
-        return KubeClient.from_kubeconfig(kubeconfig, shard_id="cli", component="velashard-cli")
-    except Exception as err:
-        raise UsageError(f"cannot load Kubernetes configuration: {err}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,13 +37,13 @@ def run(args: argparse.Namespace) -> int:
             if args.dry_run:
                 print(yaml.safe_dump_all(objects, sort_keys=False), end="")
                 return 0
-            client = _client(args.kubeconfig)
+            client = cli_client(args.kubeconfig)
             for obj in objects:
                 result = upsert(client, APPLICATIONS, obj)
                 print(f'application {obj["metadata"]["namespace"]}/{obj["metadata"]["name"]} {result}')
             print(f"addon {addon.name} enabled")
             return 0
-        client = _client(args.kubeconfig)
+        client = cli_client(args.kubeconfig)
         for obj in addon.render({}):
             try:
                 client.delete(APPLICATIONS, obj["metadata"]["name"], obj["metadata"]["namespace"])

@@ -21,7 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give Deployments, StatefulSets, DaemonSets and Jobs the status their controllers would")
     parser.add_argument("--service-endpoint", action="append", default=[], metavar="NS/NAME=HOST:PORT",
                         help="where a Service named by a webhook's clientConfig.service is reached (repeatable)")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
 
 def parse_service_endpoints(values: list[str]) -> dict[str, str]:

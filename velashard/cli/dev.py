@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--apps {args.apps}: must not be negative")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")
-    setup_logging("dev", "text", "warning")
+    setup_logging("dev", args.log_format, args.log_level)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from velashard.cli.usage import UsageError
+from velashard.cli.flags import client as cli_client
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else $KUBECONFIG or ~/.kube/config)")
+    """The global flags (--kubeconfig), and what the shard-label guard trusts."""
     parser.add_argument("--enable-sharding", action="store_true",
                         help="also install the shard-label guard (a ValidatingAdmissionPolicy): only the controller "
                              "and shard admins may set or change an app's controller.core.oam.dev/scheduled-shard-id")
@@ -23,10 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from velashard.core.install import install
 
-    try:
-        client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="install", component="velashard-cli")
-    except Exception as err:  # a config problem is the user's to fix
-        raise UsageError(f"cannot load Kubernetes configuration: {err}")
+    client = cli_client(args.kubeconfig, shard_id="install")
     try:
         users = [args.controller_identity] + [u for u in args.shard_admin_users.split(",") if u] \
             if args.enable_sharding else None

@@ -2,7 +2,8 @@
 
 `velashard [FLAGS]` with no subcommand runs the controller manager, so container args are just
 flags, as in KubeVela's chart. Subcommands live in their own modules, each exposing
-`add_arguments(parser)` and `run(args) -> int`.
+`add_arguments(parser)` and `run(args) -> int`. The global flags (`--kubeconfig`, `--log-level`,
+`--log-format`) are taken from anywhere on the command line and set on every subcommand's arguments.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 import sys
 from typing import Sequence
 
+from velashard.cli.flags import as_arguments, split_global_flags
 from velashard.cli.usage import UsageError
 
 # subcommand name -> (module, one-line help); modules are imported lazily so that
@@ -32,7 +34,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def _subcommand_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     module_name, help_text = SUBCOMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"velashard {name}", description=help_text)
+    parser = argparse.ArgumentParser(prog=f"velashard {name}", description=help_text,
+                                     epilog="global flags, before or after the subcommand: --kubeconfig FILE, "
+                                            "--log-level debug|info|warning|error, --log-format text|json")
     module.add_arguments(parser)
     return parser, module
 
@@ -49,7 +53,11 @@ def _print_overview() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        global_flags, args = split_global_flags(sys.argv[1:] if argv is None else argv)
+    except UsageError as err:
+        print(f"velashard: {err}", file=sys.stderr)
+        return 2
     if args and args[0] in ("-h", "--help", "help"):
         _print_overview()
         return 0
@@ -60,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         parser, module = _subcommand_parser(name)
         parsed = parser.parse_args(args[1:])  # argparse exits 2 with a message on bad flags
+        for flag, default in (("kubeconfig", None), ("log_level", "warning"), ("log_format", "text")):
+            setattr(parsed, flag, global_flags.get(flag, getattr(parsed, flag, default)))
         try:
             return int(module.run(parsed) or 0)
         except UsageError as err:
@@ -71,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args and args[0] == "--help-flags":
         args = ["--help"]
-    return manager.main(args)
+    return manager.main(args + as_arguments(global_flags))
 
 
 if __name__ == "__main__":

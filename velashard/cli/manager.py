@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import socket
 import sys
@@ -13,16 +12,16 @@ import threading
 import uuid
 
 from velashard.apis import labels
+from velashard.apis.validation import is_valid_label_value
+from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
-from velashard.devcluster.validation import is_valid_label_value
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.manager import LeaderElectionConfig, Manager
 from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
-from velashard.sharding.strategies import Scheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner
 
 log = logging.getLogger("velashard.manager")
@@ -36,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kube-api-burst", type=int, default=100, help="client-side burst (default 100)")
     p.add_argument("--concurrent-reconciles", type=int, default=4, help="worker threads per controller (default 4)")
     p.add_argument("--shard-id", default="master", help="this process's shard id (default master)")
-    p.add_argument("--enable-leader-election", action="store_true",
+    p.add_argument("--enable-leader-election", action=GoBool,
                    help="run one active replica per shard, elected on a Lease")
     p.add_argument("--leader-election-namespace", default=None,
                    help="namespace of the shard's Lease (default: --namespace)")
@@ -52,22 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
                    default=2.0, help="time between lease reads and renewals (default 2s)")
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address (default :8080)")
     p.add_argument("--health-addr", default=":9440", help="/healthz and /readyz address (default :9440)")
-    p.add_argument("--enable-sharding", action="store_true",
+    p.add_argument("--enable-sharding", action=GoBool,
                    help="run as a shard: the master (--shard-id=master) or a slave (any other id)")
     p.add_argument("--schedulable-shards", default=None,
                    help="comma-separated shard ids to schedule to, instead of discovering ready shard pods")
-    p.add_argument("--sharding-slave-discovery-resync-period", type=float, default=300.0,
-                   help="seconds between full re-reads of the shard pods (default 300)")
+    p.add_argument("--sharding-slave-discovery-resync-period", type=duration, default=300.0,
+                   help="time between full re-reads of the shard pods, e.g. 5m (default 5m)")
     p.add_argument("--shard-scheduler", default="round-robin",
                    choices=["round-robin", "random", "consistent-hash", "least-loaded"])
     p.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", "vela-system"),
                    help="the controller's runtime namespace: shard pods and load reports live here")
-    p.add_argument("--reschedule-period", type=float, default=30.0,
-                   help="seconds between background scheduling passes (default 30)")
+    p.add_argument("--reschedule-period", type=duration, default=30.0,
+                   help="time between background scheduling passes, e.g. 30s (default 30s)")
     p.add_argument("--reschedule-workers", type=int, default=8,
                    help="applications the background scheduler moves at once (default 8)")
-    p.add_argument("--orphan-grace-period", type=float, default=60.0,
-                   help="seconds a shard may be unavailable before its apps move (default 60)")
+    p.add_argument("--orphan-grace-period", type=duration, default=60.0,
+                   help="how long a shard may be unavailable before its apps move, e.g. 1m (default 1m)")
     p.add_argument("--feature-gates", default="",
                    help="comma-separated Gate=true|false (DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
     p.add_argument("--webhook-port", type=int, default=9443, help="HTTPS port of the admission webhooks (master)")
@@ -79,37 +78,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mutating-webhook-configuration-name", default="velashard-mutating")
     p.add_argument("--validating-webhook-configuration-name", default="velashard-validating")
     p.add_argument("--validating-failure-policy", choices=["Fail", "Ignore"], default="Fail")
-    p.add_argument("--disable-webhooks", action="store_true", help="master without admission webhooks")
+    p.add_argument("--disable-webhooks", action=GoBool, help="master without admission webhooks")
+    p.add_argument("--use-webhook", action=GoBool, default=None,
+                   help="KubeVela's switch for the admission webhooks: --use-webhook=false is --disable-webhooks "
+                        "(default: the master serves them)")
     p.add_argument("--controller-identity", default=None,
                    help="the user this controller acts as (default system:serviceaccount:<namespace>:vela-core); "
                         "it may move applications between shards")
     p.add_argument("--shard-admin-users", default="", help="comma-separated users who may move applications")
     p.add_argument("--application-revision-limit", type=int, default=10,
                    help="ApplicationRevisions kept per application (default 10)")
-    p.add_argument("--state-keep-interval", type=float, default=60.0,
-                   help="seconds between re-applies that undo drift of managed resources (default 60)")
+    p.add_argument("--state-keep-interval", type=duration, default=60.0,
+                   help="time between re-applies that undo drift of managed resources, e.g. 1m (default 1m)")
+    p.add_argument("--application-re-sync-period", type=duration, default=300.0,
+                   help="time between periodic re-syncs of every application, e.g. 5m (default 5m)")
     p.add_argument("--cache-managed-resources", action=argparse.BooleanOptionalAction, default=None,
                    help="watch and cache the Deployments, StatefulSets, Jobs and Services apps manage (default: "
                         "yes without sharding; no for shards, whose memory must not grow with other shards' apps)")
-    p.add_argument("--log-format", choices=["text", "json"], default="text")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default="text")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    p.add_argument("--log-debug", action=GoBool, help="KubeVela's switch for debug logs: --log-level=debug")
+    kubevela = p.add_argument_group("KubeVela flags accepted so that its chart's args work; they have no effect here")
+    for flag in ("--log-file-path", "--disable-caps", "--system-definition-namespace", "--oam-spec-ver",
+                 "--storage-driver"):
+        kubevela.add_argument(flag, dest=_ignored(flag), default=None, metavar="VALUE")
+    for flag in ("--log-file-max-size", "--definition-revision-limit", "--revision-limit",
+                 "--max-workflow-step-error-retry-times", "--max-workflow-wait-backoff-time",
+                 "--max-workflow-failed-backoff-time"):
+        kubevela.add_argument(flag, dest=_ignored(flag), type=int, default=None, metavar="N")
+    for flag in ("--enable-cluster-gateway", "--enable-cluster-metrics", "--perf-enabled",
+                 "--autogen-workload-definition"):
+        kubevela.add_argument(flag, dest=_ignored(flag), action=GoBool, default=None)
+    for flag in ("--informer-sync-period", "--cluster-metrics-interval"):
+        kubevela.add_argument(flag, dest=_ignored(flag), type=duration, default=None, metavar="DURATION")
     return p
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_IGNORED_PREFIX = "kubevela_ignored__"
 
 
-def duration(text: str) -> float:
-    """Seconds: a plain number, or a Go duration as KubeVela's flags take them ("15s", "500ms", "1m30s")."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use seconds (15) or a unit (15s, 500ms, 1m)")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+def _ignored(flag: str) -> str:
+    return _IGNORED_PREFIX + flag[2:].replace("-", "_")
+
+
+def ignored_flags(args: argparse.Namespace) -> list[str]:
+    """The KubeVela-only flags given, which this controller accepts and ignores."""
+    return sorted("--" + name[len(_IGNORED_PREFIX):].replace("_", "-") for name, value in vars(args).items()
+                  if name.startswith(_IGNORED_PREFIX) and value is not None)
 
 
 FEATURE_GATES = ("DisableWebhookAutoSchedule", "ValidateComponentWhenSharding")
@@ -173,6 +188,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     apps = ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
                                                      revision_limit=args.application_revision_limit,
                                                      state_keep_interval=args.state_keep_interval,
+                                                     resync_period=args.application_re_sync_period,
                                                      shard_selector=selector,
                                                      cache_managed=not args.enable_sharding
                                                      if args.cache_managed_resources is None
@@ -185,9 +201,9 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
     discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
-    background = BackgroundScheduler(client, discovery, Scheduler(args.shard_scheduler), args.namespace,
+    background = BackgroundScheduler(client, discovery, args.shard_scheduler, args.namespace,
                                      args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
-    manager.add_runnable(background.start, background.stop)
+    manager.add_runnable(background.start, background.stop, background.heartbeat)
     if args.disable_webhooks:
         return
     gates = parse_feature_gates(args.feature_gates)
@@ -209,7 +225,14 @@ def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with a message on bad flags
     validate(args, parser)
+    if args.use_webhook is False:
+        args.disable_webhooks = True
+    if args.log_debug:
+        args.log_level = "debug"
     setup_logging(args.shard_id, args.log_format, args.log_level)
+    if ignored_flags(args):
+        log.warning("KubeVela flags accepted but without effect here", extra=fields(
+            flags=",".join(ignored_flags(args))))
     try:
         configuration = load_configuration(args.kubeconfig)
     except Exception as err:  # any config problem is the user's to fix: say so, exit 2

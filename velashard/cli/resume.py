@@ -5,22 +5,18 @@ from __future__ import annotations
 import argparse
 
 from velashard.apis.oam import APPLICATIONS
+from velashard.cli.flags import client as cli_client
 from velashard.cli.usage import UsageError
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("app", help="application name")
     parser.add_argument("-n", "--namespace", default="default")
-    parser.add_argument("--kubeconfig")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="cli", component="velashard-cli")
-    except Exception as err:
-        raise UsageError(f"cannot load Kubernetes configuration: {err}")
+    client = cli_client(args.kubeconfig)
     try:
         app = client.get(APPLICATIONS, args.app, args.namespace)
     except errors.NotFound:

@@ -8,23 +8,16 @@ from datetime import datetime, timezone
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
+from velashard.cli.flags import client as cli_client
 from velashard.cli.usage import UsageError
-from velashard.devcluster.validation import is_valid_label_value
+from velashard.apis.validation import is_valid_label_value
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, PODS
 from velashard.sharding.discovery import POD_SELECTOR, ready_pods_by_shard
 from velashard.sharding.loads import APPS_ANNOTATION, LEASE_LABEL
 from velashard.sharding.move import set_shard
 
 DEFAULT_NAMESPACE = os.environ.get("POD_NAMESPACE", "vela-system")
-
-
-def _client(kubeconfig: str | None) -> KubeClient:
-    try:
-        return KubeClient.from_kubeconfig(kubeconfig, shard_id="cli", component="velashard-cli")
-    except Exception as err:  # a config problem is the user's to fix
-        raise UsageError(f"cannot load Kubernetes configuration: {err}")
 
 
 def add_reschedule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,14 +27,13 @@ def add_reschedule_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="move even to an unknown or unavailable shard")
     parser.add_argument("--controller-namespace", default=DEFAULT_NAMESPACE,
                         help="where the shard pods run (default $POD_NAMESPACE or vela-system)")
-    parser.add_argument("--kubeconfig")
 
 
 def run_reschedule(args: argparse.Namespace) -> int:
     problems = is_valid_label_value(args.shard_id)
     if problems or not args.shard_id:
         raise UsageError(f"--shard-id {args.shard_id!r}: {problems[0] if problems else 'must not be empty'}")
-    client = _client(args.kubeconfig)
+    client = cli_client(args.kubeconfig)
     try:
         app = client.get(APPLICATIONS, args.app, args.namespace)
     except errors.NotFound:
@@ -67,7 +59,6 @@ def run_reschedule(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controller-namespace", default=DEFAULT_NAMESPACE,
                         help="where the shard pods run (default $POD_NAMESPACE or vela-system)")
-    parser.add_argument("--kubeconfig")
 
 
 def _age(stamp: str | None) -> str:
@@ -81,7 +72,7 @@ def _age(stamp: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    client = _client(args.kubeconfig)
+    client = cli_client(args.kubeconfig)
     pods = client.list(PODS, args.controller_namespace, label_selector=POD_SELECTOR)["items"]
     ready = ready_pods_by_shard(pods)
     leases = client.list(LEASES, args.controller_namespace)["items"]

@@ -36,6 +36,7 @@ class Options:
     # Watching managed kinds caches every app's resources in every process, which defeats sharding;
     # without it live objects are read from the API and waiting apps are polled.
     cache_managed: bool = True
+    resync_period: float = 300.0  # --application-re-sync-period: every app is reconciled at least this often
 
 
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from typing import Any, Callable, Iterator
 from urllib.parse import urlencode
 
@@ -23,9 +24,29 @@ from velashard.kube import errors
 from velashard.kube.fence import Fence
 from velashard.kube.ratelimit import TokenBucket
 from velashard.kube.resources import LEASES, Resource
-from velashard.observability import KUBE_REQUESTS
+from velashard.observability import KUBE_REQUESTS, fields
 
 log = logging.getLogger("velashard.kube.client")
+
+# As client-go: a 429 (the server rejected the request before acting on it) is retried for every verb, a 5xx
+# that carries Retry-After only for reads; at most this many times, waiting what the server asks (capped).
+MAX_RETRIES = 10
+MAX_RETRY_AFTER = 10.0
+_SAFE_METHODS = ("GET", "HEAD")
+
+
+def retry_after(status: int, method: str, header: str | None, attempt: int) -> float | None:
+    """How long to wait before sending a request again, or None to give up and report the error."""
+    if attempt >= MAX_RETRIES or header is None:
+        return None
+    if status != 429 and not (500 <= status < 600 and method in _SAFE_METHODS):
+        return None
+    try:
+        seconds = float(header.strip())
+    except ValueError:
+        seconds = 1.0  # an HTTP date or garbage: wait a moment, as client-go does
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -98,6 +119,9 @@ class KubeClient:
         # Every watch holds a connection while workers, leases and writes need more: with the client's
         # default (5 per core) a controller opens and discards connections all the time.
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
+        # Retry-After is honoured below, for every verb, with a bound and a log line; urllib3 would otherwise
+        # also retry idempotent requests on its own, sleeping where no one sees it.
+        configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
         self._rest = RESTClientObject(configuration)
         self._limiter = TokenBucket(qps, burst)
         self.fence: Fence | None = None
@@ -116,6 +140,7 @@ class KubeClient:
             return False
         return not (method == "POST" and path == collection and isinstance(body, dict)
                     and (body.get("metadata") or {}).get("name") == name)
+        self.sleep: Callable[[float], None] = time.sleep  # tests replace it to skip waiting for Retry-After
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> "KubeClient":
@@ -141,20 +166,30 @@ class KubeClient:
         """Send one request; returns the decoded JSON body (or a raw response when `stream`)."""
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
-        self._limiter.acquire()
-        if self._fenced_write(method, path, body):
-            # Checked as late as possible, right before sending: see kube/fence.py for the one request that
-            # may still be in flight when the fence closes.
-            assert self.fence is not None
-            self.fence.allow_write(verb, path)
-        try:
-            response = self._rest.request(method, url, headers=self._headers(
-                content_type or ("application/json" if body is not None else None)), body=body,
-                _request_timeout=timeout)
-        except (urllib3.exceptions.HTTPError, OSError, k8s_client.exceptions.ApiException) as err:
-            KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
-            raise errors.TransportError(f"{method} {path}: {err}")
-        KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
+        attempt = 0
+        while True:
+            self._limiter.acquire()
+            if self._fenced_write(method, path, body):
+                # Checked as late as possible, right before each send (a retry too): see kube/fence.py for the
+                # one request that may still be in flight when the fence closes.
+                assert self.fence is not None
+                self.fence.allow_write(verb, path)
+            try:
+                response = self._rest.request(method, url, headers=self._headers(
+                    content_type or ("application/json" if body is not None else None)), body=body,
+                    _request_timeout=timeout)
+            except (urllib3.exceptions.HTTPError, OSError, k8s_client.exceptions.ApiException) as err:
+                KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
+                raise errors.TransportError(f"{method} {path}: {err}")
+            KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
+            wait = retry_after(response.status, method, response.getheader("Retry-After"), attempt)
+            if wait is None:
+                break
+            response.read()  # frees the connection for the next attempt
+            log.info("server asked to retry later", extra=fields(verb=verb, path=path, code=response.status,
+                                                                 retry_in=wait, attempt=attempt + 1))
+            self.sleep(wait)
+            attempt += 1
         if stream and response.status == 200:
             return response.response
         data = response.read()

@@ -17,7 +17,7 @@ from velashard.kube.fence import begin_work, end_work
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.store import object_key
 from velashard.kube.workqueue import ShutDown, WorkQueue
-from velashard.observability import RECONCILE_DURATION, RECONCILE_TOTAL, fields
+from velashard.observability import RECONCILE_DURATION, RECONCILE_TOTAL, Heartbeat, fields
 
 log = logging.getLogger("velashard.kube.controller")
 
@@ -63,6 +63,8 @@ class Controller:
         self.workers = max(1, workers)
         self.queue = queue if queue is not None else WorkQueue(name)
         self._threads: list[threading.Thread] = []
+        self.stuck_after = 300.0  # a reconcile running longer than this makes /healthz fail
+        self.heartbeats: list[Heartbeat] = []
 
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
@@ -91,8 +93,12 @@ class Controller:
 
     def start(self) -> None:
         self._threads = [t for t in self._threads if t.is_alive()]
+        self.heartbeats = []  # a restart's workers replace the stopped ones
         for i in range(self.workers):
-            thread = threading.Thread(target=self._worker, name=f"{self.name}-worker-{i}", daemon=True)
+            heartbeat = Heartbeat(f"{self.name}-worker-{i}", self.stuck_after)
+            thread = threading.Thread(target=self._worker, args=(heartbeat,), name=heartbeat.name, daemon=True)
+            heartbeat.attach(thread)
+            self.heartbeats.append(heartbeat)
             thread.start()
             self._threads.append(thread)
 
@@ -102,12 +108,14 @@ class Controller:
         Returns False if a reconcile was still running at the deadline (its worker is left to finish).
         """
         deadline = time.monotonic() + timeout
+        for heartbeat in self.heartbeats:
+            heartbeat.stop()
         drained = self.queue.shutdown(drain=True, timeout=timeout)
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()) + 0.1)
         return drained
 
-    def _worker(self) -> None:
+    def _worker(self, heartbeat: Heartbeat) -> None:
         while True:
             try:
                 key = self.queue.get()
@@ -115,7 +123,8 @@ class Controller:
                 return
             begin_work()  # a reconcile that outlives a fence trip writes nothing more (kube/fence.py)
             try:
-                self._process(key)
+                with heartbeat.busy():
+                    self._process(key)
             finally:
                 end_work()
                 self.queue.done(key)

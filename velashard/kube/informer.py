@@ -21,7 +21,7 @@ from velashard.apis.labels import KUBECTL_LAST_APPLIED
 from velashard.kube.client import KubeClient, WatchStream
 from velashard.kube.resources import Resource
 from velashard.kube.store import IndexFunc, Store, namespace_index, object_key
-from velashard.observability import INFORMER_OBJECTS, fields
+from velashard.observability import INFORMER_OBJECTS, Heartbeat, fields
 
 log = logging.getLogger("velashard.kube.informer")
 
@@ -84,7 +84,7 @@ class Informer:
                  label_selector: str | None = None, field_selector: str | None = None,
                  resync_period: float = 0.0, transform: Callable[[Obj], Obj] | None = strip_unread_fields,
                  indexers: dict[str, IndexFunc] | None = None, watch_timeout: int = 300,
-                 backoff: Backoff | None = None):
+                 backoff: Backoff | None = None, stuck_after: float = 300.0):
         self.client = client
         self.resource = resource
         self.namespace = namespace
@@ -105,7 +105,11 @@ class Informer:
         self._expired_without_progress = False
         self._rv = ""
         self.relists = 0
+        # The API server does not serve the resource (its CRD is not installed); the manager says so once.
+        self.resource_missing = False
         self.name = str(resource) + (f"[{label_selector}]" if label_selector else "")
+        # Busy while it lists or hands an event to the handlers; waiting on the watch stream is idle.
+        self.heartbeat = Heartbeat(f"informer {self.name}", stuck_after)
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers added before start see every object as an add; later ones get the cache replayed."""
@@ -126,6 +130,7 @@ class Informer:
         if self.resync_period:
             self._threads.append(threading.Thread(target=self._resync_loop, name=f"resync-{self.name}",
                                                   daemon=True))
+        self.heartbeat.attach(self._threads[0])
         for thread in self._threads:
             thread.start()
         return self
@@ -133,6 +138,7 @@ class Informer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop and wait for the threads; closing the stream interrupts a blocked watch at once."""
         self._stop.set()
+        self.heartbeat.stop()
         stream = self._stream
         if stream is not None:
             stream.close()
@@ -170,7 +176,8 @@ class Informer:
         while not self._stop.is_set():
             try:
                 if need_list:
-                    self._list()
+                    with self.heartbeat.busy():
+                        self._list()
                     need_list = False
                 if not self._watch() and not self._stop.is_set():
                     self._stop.wait(self._backoff.next())  # a stream that ends at once must not spin
@@ -182,6 +189,13 @@ class Informer:
                 self._expired_without_progress = True
                 log.info("watch expired, relisting", extra=fields(resource=self.name, rv=self._rv,
                                                                   retry_in=round(delay, 2)))
+                self._stop.wait(delay)
+            except errors.NotFound as err:
+                self.resource_missing = True
+                need_list = True
+                delay = self._backoff.next()
+                log.debug("resource not served, retrying", extra=fields(resource=self.name, error=str(err),
+                                                                       retry_in=round(delay, 2)))
                 self._stop.wait(delay)
             except Exception as err:  # whatever breaks, the informer retries and says so; it never stops silently
                 delay = self._backoff.next()
@@ -195,6 +209,7 @@ class Informer:
         objects, rv = self.client.list_all(self.resource, self.namespace, self.label_selector, self.field_selector,
                                            transform=self._transform)
         previous = self.store.replace(objects)
+        self.resource_missing = False
         self._rv = rv
         self.relists += 1
         INFORMER_OBJECTS.labels(resource=self.name).set(len(objects))
@@ -221,29 +236,32 @@ class Informer:
             stream.close()
             return True
         for event in stream:
-            etype, obj = event.get("type"), event.get("object") or {}
-            if etype == "ERROR":
-                raise errors.error_from_response(obj.get("code") or 500, json.dumps(obj).encode())
-            self._backoff.reset()
-            self._expired_without_progress = False
-            received = True
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if rv:
-                self._rv = rv
-            if etype == "BOOKMARK":
-                pass
-            elif etype in ("ADDED", "MODIFIED"):
-                obj = self._transform(obj)
-                old = self.store.upsert(obj)
-                if old is None:
-                    self._dispatch("add", obj)
-                else:
-                    self._dispatch("update", obj, old)
-            elif etype == "DELETED":
-                old = self.store.remove(obj)
-                self._dispatch("delete", self._transform(obj) if old is None else obj)
-            INFORMER_OBJECTS.labels(resource=self.name).set(len(self.store))
+            with self.heartbeat.busy():
+                received = self._handle(event) or received
         return received or time.monotonic() - started > 1.0
+
+    def _handle(self, event: Obj) -> bool:
+        """Apply one watch event to the cache and the handlers; True: the stream made progress."""
+        etype, obj = event.get("type"), event.get("object") or {}
+        if etype == "ERROR":
+            raise errors.error_from_response(obj.get("code") or 500, json.dumps(obj).encode())
+        self._backoff.reset()
+        self._expired_without_progress = False
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            self._rv = rv
+        if etype in ("ADDED", "MODIFIED"):
+            obj = self._transform(obj)
+            old = self.store.upsert(obj)
+            if old is None:
+                self._dispatch("add", obj)
+            else:
+                self._dispatch("update", obj, old)
+        elif etype == "DELETED":
+            old = self.store.remove(obj)
+            self._dispatch("delete", self._transform(obj) if old is None else obj)
+        INFORMER_OBJECTS.labels(resource=self.name).set(len(self.store))
+        return True
 
     def _transform(self, obj: Obj) -> Obj:
         return share_strings(self.transform(obj) if self.transform else obj)

@@ -15,9 +15,11 @@ from velashard.kube.informer import Informer
 from velashard.kube.leaderelection import LeaderElector
 from velashard.kube.resources import Resource
 from velashard.kube.store import IndexFunc
-from velashard.observability import ProbeServer, fields, health_server, metrics_server
+from velashard.observability import Heartbeat, ProbeServer, fields, health_server, liveness_problems, metrics_server
 
 log = logging.getLogger("velashard.kube.manager")
+
+CRDS_MISSING = "CRDs are not installed: run `velashard install` or install the chart"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Manager:
         self._informers: dict[tuple, Informer] = {}
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        self._heartbeats: list[Heartbeat] = []
+        self._said_crds_missing = False
         self._started = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -62,7 +66,7 @@ class Manager:
                                           annotations=lambda: self.lease_annotations())
         # Bound now (so a taken port fails at once), served from run().
         self.metrics_server = metrics_server(metrics_addr) if metrics_addr else None
-        self.health_server = health_server(health_addr, lambda: True, self.ready) if health_addr else None
+        self.health_server = health_server(health_addr, self.liveness, self.readiness) if health_addr else None
         self._probes: list[ProbeServer] = [p for p in (self.metrics_server, self.health_server) if p is not None]
 
     # --- wiring ----------------------------------------------------------------------------------
@@ -93,22 +97,46 @@ class Manager:
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 
-    def add_runnable(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
-        """Something else that runs while this process leads (e.g. a scheduler loop)."""
+    def add_runnable(self, start: Callable[[], None], stop: Callable[[], None],
+                     heartbeat: Heartbeat | None = None) -> None:
+        """Something else that runs while this process leads (e.g. a scheduler loop); its thread's heartbeat,
+        if given, counts for /healthz once started."""
         self._runnables.append((start, stop))
+        if heartbeat is not None:
+            self._heartbeats.append(heartbeat)
 
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
 
-    def ready(self) -> bool | str:
-        """Ready once every informer has synced; a standby replica waiting for the lease is ready too; a fenced
-        process is not ready, and says why."""
+    def ready(self) -> bool:
+        return not self.readiness()
+
+    def readiness(self) -> list[str]:
+        """Why this process is not ready: ready once every informer has synced; a standby replica waiting for the
+        lease is ready too; a fenced process is not, and says why."""
+        if self._stop.is_set():
+            return ["stopping"]
         if self._elector is not None and not self._elector.is_leader:
-            return not self._stop.is_set()
+            return []
+        if not self._started:
+            return ["starting"]
         if self.fence is not None and self._controllers_started and not self.fence.is_open:
-            return f"fenced: {self.fence.reason}"
-        return self._started and all(i.has_synced() for i in self._informers.values())
+            return [f"fenced: {self.fence.reason}"]
+        informers = list(self._informers.values())
+        missing = [i.name for i in informers if i.resource_missing]
+        if missing:
+            return [f"{CRDS_MISSING} ({', '.join(missing)} not served)"]
+        return [f"informer {i.name} has not synced" for i in informers if not i.has_synced()]
+
+    def liveness(self) -> list[str]:
+        """Threads that died or are stuck past their deadline: informers, controller workers, runnables."""
+        if self._stop.is_set():
+            return []  # threads end on purpose while stopping
+        beats = [i.heartbeat for i in list(self._informers.values())]  # list(): one step, safe against adds
+        for controller in self._controllers:
+            beats.extend(controller.heartbeats)
+        return liveness_problems(beats + self._heartbeats)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -124,6 +152,10 @@ class Manager:
             while not informer.wait_for_sync(0.2):  # short waits so that a stop is never held up
                 if self._stop.is_set():
                     return
+                missing = [i.name for i in informers if i.resource_missing]
+                if missing and not self._said_crds_missing:
+                    self._said_crds_missing = True
+                    log.error(CRDS_MISSING, extra=fields(not_served=",".join(missing)))
                 if time.monotonic() > deadline:
                     unsynced = [i.name for i in informers if not i.has_synced()]
                     log.error("caches did not sync; is every CRD installed? stopping", extra=fields(
@@ -242,6 +274,8 @@ class Manager:
             if not controller.stop(timeout=max(0.0, deadline - time.monotonic() - 2.0)):
                 log.warning("in-flight reconciles still running at shutdown", extra=fields(
                     controller=controller.name))
+        for heartbeat in self._heartbeats:
+            heartbeat.stop()
         if controllers_started:
             for _, stop in self._runnables:
                 stop()

@@ -2,7 +2,8 @@
 
 An item added while queued is queued once; an item added while being processed is processed once
 more after `done`, never concurrently. Failures back off per item (exponentially, capped) and the
-queue as a whole is rate limited by a token bucket.
+queue as a whole is rate limited by a token bucket. Time comes from an injected clock, so that tests move
+it by hand instead of sleeping.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-import time
 from collections import deque
 from typing import Hashable
 
+from velashard.kube.clock import REAL_CLOCK, Clock
 from velashard.kube.ratelimit import ItemBackoff, TokenBucket
 from velashard.observability import WORKQUEUE_DEPTH, WORKQUEUE_QUEUE_DURATION, WORKQUEUE_RETRIES
 
@@ -23,10 +24,12 @@ class ShutDown(Exception):
 
 
 class WorkQueue:
-    def __init__(self, name: str, backoff: ItemBackoff | None = None, bucket: TokenBucket | None = None):
+    def __init__(self, name: str, backoff: ItemBackoff | None = None, bucket: TokenBucket | None = None,
+                 clock: Clock = REAL_CLOCK):
         self.name = name
+        self._clock = clock
         self._backoff = backoff or ItemBackoff(0.005, 300.0)
-        self._bucket = bucket or TokenBucket(10.0, 100)
+        self._bucket = bucket or TokenBucket(10.0, 100, clock=clock.now)
         self._cond = threading.Condition()
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
@@ -47,7 +50,7 @@ class WorkQueue:
             if self._shutting_down or item in self._dirty:
                 return
             self._dirty.add(item)
-            self._added_at.setdefault(item, time.monotonic())
+            self._added_at.setdefault(item, self._clock.now())
             if item not in self._processing:
                 self._queue.append(item)
                 self._depth.set(len(self._queue))
@@ -60,7 +63,7 @@ class WorkQueue:
         with self._cond:
             if self._shutting_down:
                 return
-            at = time.monotonic() + delay
+            at = self._clock.now() + delay
             if self._ready_at.get(item, float("inf")) <= at:
                 return  # already due sooner: waiting twice would only process it twice
             self._ready_at[item] = at
@@ -80,22 +83,22 @@ class WorkQueue:
 
     def get(self, timeout: float | None = None) -> Hashable:
         """The next item, marked as processing; raises ShutDown once the queue is shut down and empty."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._clock.now() + timeout
         with self._cond:
             while not self._queue:
                 if self._shutting_down:
                     raise ShutDown()
-                remaining = None if deadline is None else deadline - time.monotonic()
+                remaining = None if deadline is None else deadline - self._clock.now()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("no item became available")
-                self._cond.wait(remaining)
+                self._clock.wait(self._cond, remaining)
             item = self._queue.popleft()
             self._depth.set(len(self._queue))
             self._processing.add(item)
             self._dirty.discard(item)
             added = self._added_at.pop(item, None)
         if added is not None:
-            self._latency.observe(time.monotonic() - added)
+            self._latency.observe(self._clock.now() - added)
         return item
 
     def done(self, item: Hashable) -> None:
@@ -118,7 +121,7 @@ class WorkQueue:
         Dropped items are not lost: whoever runs the controller next relists and re-queues everything.
         Returns False if in-flight items were still running at the deadline.
         """
-        deadline = time.monotonic() + timeout
+        deadline = self._clock.now() + timeout
         with self._cond:
             self._shutting_down = True
             self._waiting.clear()
@@ -128,11 +131,11 @@ class WorkQueue:
             self._added_at.clear()
             self._depth.set(0)
             self._cond.notify_all()
-            while drain and self._processing and time.monotonic() < deadline:
-                self._cond.wait(deadline - time.monotonic())
+            while drain and self._processing and self._clock.now() < deadline:
+                self._clock.wait(self._cond, deadline - self._clock.now())
             drained = not self._processing
         if self._delay_thread is not threading.current_thread():
-            self._delay_thread.join(max(0.0, deadline - time.monotonic()))
+            self._delay_thread.join(max(0.0, deadline - self._clock.now()))
         return drained
 
     def reopen(self) -> None:
@@ -154,7 +157,7 @@ class WorkQueue:
             with self._cond:
                 if self._shutting_down:
                     return
-                now = time.monotonic()
+                now = self._clock.now()
                 ready = []
                 while self._waiting and self._waiting[0][0] <= now:
                     at, _, item = heapq.heappop(self._waiting)
@@ -163,7 +166,7 @@ class WorkQueue:
                         ready.append(item)
                 if not ready:
                     timeout = self._waiting[0][0] - now if self._waiting else None
-                    self._cond.wait(timeout)
+                    self._clock.wait(self._cond, timeout)
                     continue
             for item in ready:
                 self.add(item)

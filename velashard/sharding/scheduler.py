@@ -18,12 +18,13 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.resources import LEASES, NAMESPACES
-from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, fields
+from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat, fields
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import LEASE_LABEL, parse_loads
-from velashard.sharding.membership import SUSPECT, movable
+from velashard.sharding.membership import SUSPECT
 from velashard.sharding.move import set_shard
-from velashard.sharding.strategies import Scheduler, pinned_shard
+from velashard.sharding.placement import PlacementState, due_orphans, misplaced, place_all, shard_of, track_unavailable
+from velashard.sharding.strategies import pinned_shard
 
 log = logging.getLogger("velashard.sharding.scheduler")
 
@@ -37,11 +38,12 @@ def orphan_selector(available: list[str]) -> str:
 
 
 class BackgroundScheduler:
-    def __init__(self, client: KubeClient, discovery: ShardDiscovery, scheduler: Scheduler, namespace: str,
-                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8):
+    def __init__(self, client: KubeClient, discovery: ShardDiscovery, strategy: str, namespace: str,
+                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0):
         self.client = client
         self.discovery = discovery
-        self.scheduler = scheduler
+        self.strategy = strategy
+        self._placement = PlacementState(strategy)  # what placement remembers from pass to pass
         self.namespace = namespace
         self.period = period
         self.grace = grace
@@ -53,18 +55,21 @@ class BackgroundScheduler:
         self._thread: threading.Thread | None = None
         self._rebalance = False
         self._draining = 0
+        self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
 
     def _shards_changed(self, _shards: list[str]) -> None:
-        if self.scheduler.strategy == "consistent-hash":
+        if self.strategy == "consistent-hash":
             self._rebalance = True  # apps whose ring position moved go through the drain handshake
         self._wake.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="background-scheduler", daemon=True)
+        self.heartbeat.attach(self._thread)
         self._thread.start()
 
     def stop(self) -> None:
+        self.heartbeat.stop()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -74,7 +79,8 @@ class BackgroundScheduler:
         while not self._stop.is_set():
             begin_work()  # a pass that outlives a fence trip moves nothing more (kube/fence.py)
             try:
-                self.run_once()
+                with self.heartbeat.busy():
+                    self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
             finally:
@@ -86,7 +92,7 @@ class BackgroundScheduler:
             self._wake.clear()
 
     def loads(self) -> dict[str, int]:
-        if self.scheduler.strategy != "least-loaded":
+        if self.strategy != "least-loaded":
             return {}
         leases = self.client.list(LEASES, self.namespace, label_selector=LEASE_LABEL).get("items") or []
         return parse_loads(leases)
@@ -102,17 +108,10 @@ class BackgroundScheduler:
         unscheduled, _ = self.client.list_all(APPLICATIONS, label_selector=UNSCHEDULED)
         plans = [(app, "unscheduled") for app in unscheduled]
         orphans, _ = self.client.list_all(APPLICATIONS, label_selector=orphan_selector(available))
-        gone = {(a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) for a in orphans}
-        for shard in list(self._gone_since):
-            if shard not in gone:
-                del self._gone_since[shard]
-        for shard in gone:
-            self._gone_since.setdefault(shard, now)
-        self._waiting_for_lease = any(members.get(s) is not None and members[s].status == SUSPECT for s in gone)
-        for app in orphans:
-            shard = app["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
-            if movable(members.get(shard), now - self._gone_since[shard], self.grace):
-                plans.append((app, "orphaned"))
+        self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in orphans}, now)
+        self._waiting_for_lease = any(members.get(s) is not None and members[s].status == SUSPECT
+                                      for s in self._gone_since)
+        plans += [(app, "orphaned") for app in due_orphans(orphans, self._gone_since, now, self.grace, members)]
         moved = self._schedule_all(plans, available, loads)
         if self._rebalance:
             self._rebalance = False
@@ -124,13 +123,11 @@ class BackgroundScheduler:
     def drain_misplaced(self, available: list[str]) -> int:
         """Ask owning shards to let go of apps the ring now places elsewhere (only after membership changes)."""
         asked = 0
+        namespaces: dict[str, dict | None] = {}
         for shard in available:
             owned, _ = self.client.list_all(APPLICATIONS, label_selector=f"{labels.SCHEDULED_SHARD_ID}={shard},"
                                                                          f"!{labels.DRAIN}")
-            for app in owned:
-                target = self.scheduler.pick(app, available)
-                if target is None or target == shard:
-                    continue
+            for app, target in misplaced(owned, available, self._pins(owned, namespaces), self._placement):
                 try:
                     self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
                         "labels": {labels.DRAIN: target}, "resourceVersion": app["metadata"]["resourceVersion"]}},
@@ -146,18 +143,12 @@ class BackgroundScheduler:
     def _schedule_all(self, plans: list[tuple[dict, str]], available: list[str], loads: dict[str, int]) -> int:
         """Pick shards one by one (strategies keep state), then move the apps side by side: a failed shard's
         apps are each a few requests, and one after the other they would make failover slow."""
-        namespaces: dict[str, dict | None] = {}
+        apps = [app for app, _ in plans]
+        placed, self._placement = place_all(apps, available, loads, self._pins(apps, {}), self._placement)
         picked: list[tuple[dict, str, str]] = []
-        for app, reason in plans:
-            ns = app["metadata"]["namespace"]
-            if ns not in namespaces:
-                try:
-                    namespaces[ns] = self.client.get(NAMESPACES, ns)
-                except errors.NotFound:
-                    namespaces[ns] = None
-            shard = self.scheduler.pick(app, available, loads, pinned_shard(namespaces[ns]))
+        for (app, shard), (_, reason) in zip(placed, plans):
             if shard is None:
-                SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="no-shard").inc()
+                SCHEDULE_TOTAL.labels(strategy=self.strategy, result="no-shard").inc()
                 continue
             picked.append((app, shard, reason))
         if len(picked) <= 1:
@@ -174,18 +165,32 @@ class BackgroundScheduler:
                                 thread_name_prefix="schedule") as pool:
             return sum(pool.map(move, picked))
 
+    def _pins(self, apps: list[dict], namespaces: dict[str, dict | None]) -> dict[str, str]:
+        """The shard each of these apps' namespaces is pinned to; `namespaces` caches reads within a pass."""
+        pins = {}
+        for ns in {app["metadata"]["namespace"] for app in apps}:
+            if ns not in namespaces:
+                try:
+                    namespaces[ns] = self.client.get(NAMESPACES, ns)
+                except errors.NotFound:
+                    namespaces[ns] = None
+            pin = pinned_shard(namespaces[ns])
+            if pin:
+                pins[ns] = pin
+        return pins
+
     def _move(self, app: dict, shard: str, reason: str) -> int:
         try:
             set_shard(self.client, app, shard, reason)
         except (errors.Conflict, errors.NotFound):
-            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="conflict").inc()
+            SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
             return 0  # changed meanwhile; the next pass sees its new state
         except errors.KubeError as err:
-            SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="error").inc()
+            SCHEDULE_TOTAL.labels(strategy=self.strategy, result="error").inc()
             log.warning("could not schedule application", extra=fields(
                 key=f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}', shard=shard, error=str(err)))
             return 0
-        SCHEDULE_TOTAL.labels(strategy=self.scheduler.strategy, result="scheduled").inc()
+        SCHEDULE_TOTAL.labels(strategy=self.strategy, result="scheduled").inc()
         if reason == "orphaned":
             RESCHEDULE_TOTAL.labels(reason=reason).inc()
         return 1

@@ -40,7 +40,7 @@ class ClusterLookups:
         return self._cached(("ns", name), load) if name else None
 
     def loads(self) -> dict[str, int]:
-        """App counts shards publish (a fresh copy: the scheduler counts its own choices into it)."""
+        """App counts shards publish, as last read (placement counts its own picks on top of them)."""
         return dict(self._cached("loads", lambda: parse_loads(
             self.client.list(LEASES, self.namespace_name, label_selector=LEASE_LABEL).get("items") or [])))
 

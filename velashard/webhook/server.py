@@ -11,8 +11,9 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from flask import Flask, Response, request
 from gunicorn.app.base import BaseApplication
@@ -23,7 +24,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from velashard.observability import WEBHOOK_LATENCY, metrics_text, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.strategies import STRATEGIES, Scheduler, pinned_shard
+from velashard.sharding.placement import PlacementState, place
+from velashard.sharding.strategies import STRATEGIES, pinned_shard
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
 from velashard.webhook.lookups import ClusterLookups
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
@@ -35,6 +37,25 @@ MUTATING_PATH = "/mutating-core-oam-dev-v1beta1-applications"
 VALIDATING_PATH = "/validating-core-oam-dev-v1beta1-applications"
 MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
+
+
+def make_pick(strategy: str, available: Callable[[], list[str]], loads: Callable[[], Mapping[str, int]],
+              pin_for: Callable[[str], str | None]) -> Callable[[dict[str, Any]], str | None]:
+    """The mutating webhook's shard choice: placement over the current shards, loads and namespace pin, with
+    one placement state shared by every admission request of this process, so that its own picks count."""
+    lock = threading.Lock()
+    state = PlacementState(strategy)
+
+    def pick(app: dict[str, Any]) -> str | None:
+        nonlocal state
+        namespace = (app.get("metadata") or {}).get("namespace") or ""
+        current = loads() if strategy == "least-loaded" else None
+        pin, shards = pin_for(namespace), available()
+        with lock:
+            shard, state = place(app, shards, current, pin, state)
+        return shard
+
+    return pick
 
 
 def create_app(mutation: MutationContext, validation: ValidationContext) -> Flask:
@@ -136,13 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         discovery = ShardDiscovery(manager, args.namespace, static)
         manager.start_controllers()
         lookups = ClusterLookups(client, args.namespace)
-        scheduler = Scheduler(args.shard_scheduler)
-
-        def pick(app: dict[str, Any]) -> str | None:
-            namespace = (app.get("metadata") or {}).get("namespace") or ""
-            loads = lookups.loads() if scheduler.strategy == "least-loaded" else None
-            return scheduler.pick(app, discovery.available(), loads, pinned_shard(lookups.namespace(namespace)))
-
+        pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads,
+                         lambda namespace: pinned_shard(lookups.namespace(namespace)))
         mutation = MutationContext(pick=pick, auto_schedule=not args.disable_auto_schedule)
         validation = ValidationContext(check_components=lookups.check_components if args.validate_components
                                        else None)

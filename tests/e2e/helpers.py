@@ -1,0 +1,87 @@
+"""Helpers shared by the end-to-end tests: ports, shard pods, processes, audit records."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+
+from velashard.apis import labels
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import LEASES, PODS
+from tests.integration.helpers import eventually
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+RUNTIME_NS = "vela-system"
+
+
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every process still running, then wait; kill what does not stop in time."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def shard_pod(kube: KubeClient, shard: str, ready: bool, terminated: bool = False) -> None:
+    """The shard's pod as a kubelet reports it: Ready or not, its container running or terminated."""
+    name = f"vela-core-{shard}"
+    try:
+        kube.create(PODS, {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": RUNTIME_NS,
+            "labels": {labels.POD_NAME_LABEL: labels.POD_NAME_VALUE, labels.SHARD_ID: shard}},
+            "spec": {"containers": [{"name": "vela-core", "image": "velashard"}]}})
+    except Exception:
+        pass
+    state = {"terminated": {"exitCode": 137, "reason": "Error"}} if terminated else {"running": {}}
+    kube.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "vela-core", "ready": ready, "state": state}]}}, RUNTIME_NS)
+
+
+def wait_for_shard_leases(kube: KubeClient, *shards: str, timeout: float = 30) -> None:
+    """A shard is available only once it holds its Lease: wait for that before counting on it."""
+    def held() -> bool:
+        for shard in shards:
+            try:
+                if not (kube.get(LEASES, f"velashard-{shard}", RUNTIME_NS).get("spec") or {}).get("holderIdentity"):
+                    return False
+            except errors.NotFound:
+                return False
+        return True
+    eventually(held, timeout=timeout)
+    time.sleep(0.5)  # the master's lease informer sees them
+
+
+def shard_of(obj: dict) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+
+
+def writers_by_app(records: list[dict]) -> dict[str, list[str]]:
+    """For each app, the shards that wrote it (status updates, patches), in audit order."""
+    out: dict[str, list[str]] = {}
+    for record in records:
+        if record["resource"] != "applications" or record["verb"] not in ("update", "patch"):
+            continue
+        agent = record["userAgent"]
+        if "velashard/" not in agent or "shard=" not in agent:
+            continue
+        shard = agent.split("shard=")[1].rstrip(")")
+        if shard == "master":
+            continue
+        seq = out.setdefault(record["name"], [])
+        if not seq or seq[-1] != shard:
+            seq.append(shard)
+    return out

@@ -10,7 +10,7 @@ from typing import Callable
 
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Controller
-from velashard.kube.informer import Informer
+from velashard.kube.informer import Informer, Obj, strip_unread_fields
 from velashard.kube.leaderelection import LeaderElector
 from velashard.kube.resources import Resource
 from velashard.kube.store import IndexFunc
@@ -35,6 +35,8 @@ class Manager:
         self.client = client
         self.shard_id = shard_id
         self._informers: dict[tuple, Informer] = {}
+        # Started at runtime for kinds that appear later (and stopped when unused); not part of readiness.
+        self._on_demand: dict[tuple, Informer] = {}
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._started = False
@@ -59,7 +61,7 @@ class Manager:
 
     def informer(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, indexers: dict[str, IndexFunc] | None = None,
-                 resync_period: float = 0.0) -> Informer:
+                 resync_period: float = 0.0, transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
         """A shared informer per (resource, namespace, selectors); created on first use, started with the manager.
 
         A later caller's indexers are added to the shared cache, and the shortest resync period asked for wins.
@@ -69,7 +71,7 @@ class Manager:
             informer = self._informers.get(key)
             if informer is None:
                 informer = Informer(self.client, resource, namespace, label_selector, field_selector,
-                                    resync_period=resync_period, indexers=indexers)
+                                    resync_period=resync_period, indexers=indexers, transform=transform)
                 self._informers[key] = informer
                 if self._started:
                     informer.start()
@@ -80,6 +82,32 @@ class Manager:
                 informer.resync_period = min(p for p in (informer.resync_period, resync_period) if p)
             return informer
 
+    def start_informer(self, resource: Resource, label_selector: str | None = None,
+                       transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
+        """An informer added at runtime (a kind an app began to manage): started at once if the manager runs,
+        else with it. It does not count for readiness, as the process was ready before the kind was needed;
+        callers wait for its sync before trusting its cache. Shared per (resource, selector) like the others."""
+        key = (resource, None, label_selector, None)
+        with self._lock:
+            informer = self._informers.get(key) or self._on_demand.get(key)
+            if informer is None:
+                informer = Informer(self.client, resource, label_selector=label_selector, transform=transform)
+                self._on_demand[key] = informer
+                if self._started and not self._stop.is_set():
+                    informer.start()
+                log.info("informer started on demand", extra=fields(shard=self.shard_id, informer=informer.name))
+            return informer
+
+    def stop_informer(self, informer: Informer) -> None:
+        """Stop an informer started on demand once nothing uses its kind; those started with the manager stay."""
+        with self._lock:
+            key = next((k for k, i in self._on_demand.items() if i is informer), None)
+            if key is None:
+                return
+            del self._on_demand[key]
+        informer.stop(timeout=2.0)
+        log.info("informer stopped, kind no longer used", extra=fields(shard=self.shard_id, informer=informer.name))
+
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
 
@@ -89,7 +117,8 @@ class Manager:
 
     @property
     def informers(self) -> list[Informer]:
-        return list(self._informers.values())
+        with self._lock:
+            return list(self._informers.values()) + list(self._on_demand.values())
 
     def ready(self) -> bool:
         """Ready once every informer has synced; a standby replica waiting for the lease is ready too."""
@@ -104,6 +133,8 @@ class Manager:
         with self._lock:
             self._started = True
             informers = list(self._informers.values())
+            for informer in self._on_demand.values():  # asked for before the start
+                informer.start()
         for informer in informers:
             informer.start()
         deadline = time.monotonic() + self._sync_timeout
@@ -173,9 +204,9 @@ class Manager:
         if controllers_started:
             for _, stop in self._runnables:
                 stop()
-        for informer in self._informers.values():
+        for informer in self.informers:
             informer.stop(timeout=0)  # signal all, then wait for all
-        for informer in self._informers.values():
+        for informer in self.informers:
             informer.stop(timeout=max(0.1, deadline - time.monotonic()))
         if self._elector is not None:
             self._elector.stop(release=not self.lost_leadership)

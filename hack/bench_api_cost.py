@@ -5,7 +5,8 @@ A master and 2 slave shards (apps placed by the master's webhook) against the AP
 shard=bench and are not counted). For `--apps` apps, then again once `--large` apps run (same processes):
 
 - requests per new app: every controller request from the first app's creation until all run,
-  divided by the apps created, by verb and resource;
+  divided by the apps created, by verb and resource; reads of the discovery documents (once per process,
+  at its first reconcile) are counted apart;
 - steady state: controller requests over `--window` seconds (at least 120 s for the figure; smaller
   only for smoke tests) once all apps run and settled, per app per hour, and the ratio of total
   requests per minute between both sizes (goal <= 1.10);
@@ -150,8 +151,11 @@ def main() -> int:
         cluster.create_apps(0, args.apps)
         cluster.wait_running(args.apps, args.timeout, set(SHARDS))
         records = controller_requests(cluster, start)
+        discovery = [r for r in records if not r.get("resource")]
+        records = [r for r in records if r.get("resource")]
         result["new_apps"] = {"apps": args.apps, "seconds_to_all_running": round(time.monotonic() - began, 1),
                               "requests": len(records), "requests_per_new_app": round(len(records) / args.apps, 2),
+                              "discovery_requests_once_per_process": len(discovery),
                               "per_new_app_by_verb_and_resource": {
                                   k: round(v / args.apps, 2) for k, v in by_kind(records).items()}}
         time.sleep(args.settle)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -125,6 +126,7 @@ class ApplicationReconciler:
         by_name = {c.name: c for c in rendered.components}
         previous_steps = {s["name"]: s for s in (status.get("workflow") or {}).get("steps") or []}
         resumed = (status.get("workflow") or {}).get("suspend") is False
+        self.applier.use_kinds(ctx, [o for c in rendered.components for o in c.objects])
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
         desired_refs = {ref_key(ref_of(o)): ref_of(o) for c in rendered.components for o in c.objects}
@@ -177,7 +179,8 @@ class ApplicationReconciler:
         conditions.extend(app_status.workflow_conditions(state, health, now))
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
-        # Settled apps come back every state-keep interval to undo drift; others sooner, to see progress.
+        # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
+        # health at once; every state-keep interval without); others sooner, to see progress.
         settled = phase in app_status.SETTLED_PHASES
         return requeue_after(self.state_keep_interval if settled else self.waiting_requeue)
 
@@ -195,9 +198,20 @@ class ApplicationReconciler:
         if status == stored:
             return True
         try:
-            self.client.update_status(APPLICATIONS, dict(ctx.app, status=status))
+            written = self.client.update_status(APPLICATIONS, dict(ctx.app, status=status))
         except errors.Conflict as err:
             raise Retry("the application changed meanwhile; converging again") from err
         except errors.NotFound:
             return False
+        self.await_cached(ctx.key, written["metadata"]["resourceVersion"])
         return True
+
+    def await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> None:
+        """Hold the worker until the cache shows our write (usually milliseconds): events queued meanwhile (the
+        resources just applied) would otherwise reconcile the stale app and repeat its writes, to lose a race."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cached = self.lookup(key)
+            if cached is None or cached["metadata"].get("resourceVersion") == resource_version:
+                return
+            time.sleep(0.005)

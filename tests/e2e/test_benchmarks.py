@@ -31,7 +31,7 @@ def test_shard_memory_counts_each_shards_apps():
     assert sorted(shards) == ["shard-0", "shard-1", "shard-2"]
     assert sum(s["apps"] for s in shards.values()) == 30  # each reconciled its own apps, all of them
     assert result["ratio"] == pytest.approx(result["max_shard_growth_kib"]
-                                            / result["unsharded_no_cache"]["growth_kib"], abs=0.001)
+                                            / result["unsharded_default"]["growth_kib"], abs=0.001)
 
 
 def test_failover_moves_every_app_of_the_killed_shard():

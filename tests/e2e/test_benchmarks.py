@@ -33,7 +33,7 @@ def test_shard_memory_counts_each_shards_apps():
     assert sorted(shards) == ["shard-0", "shard-1", "shard-2"]
     assert sum(s["apps"] for s in shards.values()) == 30  # each reconciled its own apps, all of them
     assert result["ratio"] == pytest.approx(result["max_shard_growth_kib"]
-                                            / result["unsharded_no_cache"]["growth_kib"], abs=0.001)
+                                            / result["unsharded_default"]["growth_kib"], abs=0.001)
 
 
 def test_failover_moves_every_app_of_the_killed_and_of_the_paused_shard():
@@ -57,3 +57,17 @@ def test_scale_out_runs_one_and_two_shards():
     result = bench("scale_out", "--apps", "40")
     assert result["one_shard"]["shards"] == 1 and result["2_shards"]["shards"] == 2
     assert result["speed_up"] > 0
+
+
+def test_api_cost_counts_new_apps_steady_state_and_health_latency():
+    result = bench("api_cost", "--apps", "6", "--large", "10", "--window", "3", "--settle", "1", "--probes", "2",
+                   "--latency-timeout", "20")
+    assert result["smoke_window"] is True
+    new = result["new_apps"]
+    # Each new app's own writes at least: its finalizer, revision, tracker, Deployment and status.
+    assert new["per_new_app_by_verb_and_resource"].get("create applicationrevisions") == 1.0, new
+    assert new["requests_per_new_app"] >= 4
+    assert result["small"]["apps"] == 6 and result["large"]["apps"] == 10
+    assert sum(s["apps"] for s in result["shard_memory"].values()) == 6
+    for change in ("unhealthy", "healthy_again"):  # both directions were seen for every probe
+        assert result["health_latency"][change]["seen"] == 2, result["health_latency"]

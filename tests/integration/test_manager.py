@@ -213,6 +213,9 @@ def test_a_fenced_manager_refuses_writes_stops_and_resumes_after_relisting(make_
     setup.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                               "metadata": {"name": "c", "namespace": "default", "labels": {"fence-test": "x"}}})
     eventually(lambda: "default/c" in seen)
+    assert running.stop() < 10 and running.code == 0
+
+
 def health_body(running: Running, path: str) -> tuple[int, str]:
     assert running.manager.health_server is not None
     return get(f"http://127.0.0.1:{running.manager.health_server.port}{path}")
@@ -294,3 +297,27 @@ def test_readyz_says_the_crds_are_missing_and_the_log_says_it_once(make_apiserve
     KubeClient.from_kubeconfig(server.kubeconfig, shard_id="setup").create(CRDS, WIDGET_CRD)
     eventually(lambda: health_body(running, "/readyz") == (200, "ok\n"), timeout=40)
     assert running.stop() < 10 and running.code == 0
+
+
+def test_informers_started_on_demand_serve_events_and_stop_when_unused(make_apiserver, run_manager):
+    server = make_apiserver(bookmark_interval=0.2)
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="shard-7")
+    manager = Manager(kube, "shard-7", health_addr="127.0.0.1:0")
+    manager.informer(CONFIGMAPS, "default")
+    running = run_manager(manager)
+    eventually(lambda: running.health("/readyz") == 200)
+    kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "mine", "namespace": "default", "labels": {"shard": "shard-7"}}})
+    kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "theirs", "namespace": "default", "labels": {"shard": "other"}}})
+    widgets = manager.start_informer(WIDGETS, "shard=shard-7")  # its CRD is not installed
+    assert manager.start_informer(WIDGETS, "shard=shard-7") is widgets  # shared
+    assert running.health("/readyz") == 200  # a kind needed later does not make a running process unready
+    selected = manager.start_informer(CONFIGMAPS, "shard=shard-7")
+    assert selected.wait_for_sync(10)
+    assert [o["metadata"]["name"] for o in selected.store.list()] == ["mine"]
+    assert selected in manager.informers
+    manager.stop_informer(selected)
+    manager.stop_informer(widgets)
+    assert selected not in manager.informers and widgets not in manager.informers
+    assert not [t for t in threading.enumerate() if t.name.startswith("informer-") and "shard=shard-7" in t.name]

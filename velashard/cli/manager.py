@@ -89,12 +89,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--application-revision-limit", type=int, default=10,
                    help="ApplicationRevisions kept per application (default 10)")
     p.add_argument("--state-keep-interval", type=duration, default=60.0,
-                   help="time between re-applies that undo drift of managed resources, e.g. 1m (default 1m)")
+                   help="time between re-applies that undo drift of managed resources when they are not cached, "
+                        "e.g. 1m (default 1m)")
     p.add_argument("--application-re-sync-period", type=duration, default=300.0,
-                   help="time between periodic re-syncs of every application, e.g. 5m (default 5m)")
-    p.add_argument("--cache-managed-resources", action=argparse.BooleanOptionalAction, default=None,
-                   help="watch and cache the Deployments, StatefulSets, Jobs and Services apps manage (default: "
-                        "yes without sharding; no for shards, whose memory must not grow with other shards' apps)")
+                   help="time between periodic re-syncs of every application, from the caches, e.g. 5m (default 5m)")
+    p.add_argument("--cache-managed-resources", action=GoBool, default=True,
+                   help="watch and cache the resources apps manage, selected by this process's shard label; their "
+                        "changes wake their app at once (default: yes; without, they are read from the API and "
+                        "settled apps polled every --state-keep-interval)")
+    p.add_argument("--no-cache-managed-resources", dest="cache_managed_resources", action="store_false",
+                   help=argparse.SUPPRESS)  # the same as --cache-managed-resources=false
     p.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-debug", action=GoBool, help="KubeVela's switch for debug logs: --log-level=debug")
@@ -154,6 +158,8 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("--application-revision-limit must be >= 1 and --state-keep-interval > 0")
     if args.concurrent_reconciles < 1:
         parser.error("--concurrent-reconciles must be at least 1")
+    if args.application_re_sync_period <= 0:
+        parser.error("--application-re-sync-period must be > 0")
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         parser.error("need --lease-duration > --renew-deadline > --retry-period > 0")
     try:
@@ -188,11 +194,9 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     apps = ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
                                                      revision_limit=args.application_revision_limit,
                                                      state_keep_interval=args.state_keep_interval,
-                                                     resync_period=args.application_re_sync_period,
                                                      shard_selector=selector,
-                                                     cache_managed=not args.enable_sharding
-                                                     if args.cache_managed_resources is None
-                                                     else args.cache_managed_resources))
+                                                     cache_managed=args.cache_managed_resources,
+                                                     resync_period=args.application_re_sync_period))
     if not args.enable_sharding:
         return
     # The load report rides on the shard's Lease, renewed every retry period.

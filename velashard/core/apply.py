@@ -11,6 +11,7 @@ from velashard.apis import labels
 from velashard.core import ownership
 from velashard.core.context import ReconcileContext
 from velashard.core.events import record_event
+from velashard.core.managed import ManagedCaches, kinds_of
 from velashard.core.rendering import RenderedComponent
 from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
                                              gc_strategy, is_read_only, is_shared, keep_legacy_resources,
@@ -27,24 +28,31 @@ log = logging.getLogger("velashard.core.apply")
 
 
 class Applier:
-    def __init__(self, client: KubeClient, discovery: Discovery, managed: dict[Resource, Any]):
+    def __init__(self, client: KubeClient, discovery: Discovery, managed: ManagedCaches | None):
         self.client, self.discovery = client, discovery
         self.managed = managed  # informers of managed kinds, when this process caches them
+
+    def use_kinds(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
+        """Make sure the kinds the app applies are cached (on demand), before it applies or reads them."""
+        if self.managed is not None:
+            self.managed.use(ctx.key, kinds_of(objects, self.resource))
+
+    def _cache(self, res: Resource) -> Any:
+        informer = self.managed.get(res) if self.managed is not None else None
+        return informer if informer is not None and informer.has_synced() else None
 
     def resource(self, obj: dict[str, Any]) -> Resource:
         return self.discovery.for_kind(obj["apiVersion"], obj["kind"])
 
     def live(self, ctx: ReconcileContext, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
-        """The live object: from the cache for managed kinds we watch, else what this reconcile already read
-        or wrote, else from the API."""
-        informer = self.managed.get(res)
-        if informer is not None and informer.has_synced():
-            cached = informer.store.get_by(namespace, name)
-            if cached is not None:
-                return cached
+        """The live object: what this reconcile wrote, else from the cache for managed kinds we watch (absent
+        there means absent or not ours: a create then finds out), else from the API."""
         seen = ctx.recall(res, name, namespace)
         if seen is not None:
             return seen
+        informer = self._cache(res)
+        if informer is not None:
+            return informer.store.get_by(namespace, name)
         try:
             live = self.client.get(res, name, namespace)
         except errors.NotFound:
@@ -80,6 +88,9 @@ class Applier:
         namespace = meta.get("namespace") if res.namespaced else None
         if not res.namespaced:
             meta.pop("namespace", None)
+        shard = (ctx.app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        if shard:  # from the moment it exists, the resource is in its shard's cache (and moves with the app)
+            meta["labels"] = {**(meta.get("labels") or {}), labels.SCHEDULED_SHARD_ID: shard}
         live = self.live(ctx, res, meta["name"], namespace)
         spec = ctx.app.get("spec") or {}
         info = self.info_of(ctx.app, {"component": comp.name, "kind": desired["kind"], "name": meta["name"],
@@ -167,7 +178,10 @@ class Applier:
         """Delete what we recorded, unless it now belongs to another app (never delete others' resources)."""
         try:
             res = self.discovery.for_kind(ref["apiVersion"], ref["kind"])
-            live = self.client.get(res, ref["name"], ref.get("namespace"))
+            informer = self._cache(res)
+            live = informer.store.get_by(ref.get("namespace"), ref["name"]) if informer is not None else None
+            if live is None:  # not cached: gone, or not (yet) labelled for this shard
+                live = self.client.get(res, ref["name"], ref.get("namespace"))
         except errors.NotFound:
             return
         if ownership.conflicting_owner(live, app["metadata"]["namespace"], app["metadata"]["name"]):

@@ -11,6 +11,7 @@ from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.managed import BUILTIN_KINDS, ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
 from velashard.core.rendering import Definitions
 from velashard.core.revisions import Revisions
@@ -18,23 +19,23 @@ from velashard.core.tracker import Trackers
 from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
-from velashard.kube.resources import DEPLOYMENTS, JOBS, SERVICES, STATEFULSETS, Resource
 from velashard.kube.store import label_index
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
 
-MANAGED_KINDS = (DEPLOYMENTS, STATEFULSETS, JOBS, SERVICES)
+MANAGED_KINDS = BUILTIN_KINDS
 
 
 @dataclass
 class Options:
     workers: int = 4
     revision_limit: int = 10
-    state_keep_interval: float = 60.0
+    state_keep_interval: float = 60.0  # drift checks by polling, only without managed-resource caches
     waiting_requeue: float = 5.0
-    shard_selector: str | None = None  # label selector restricting apps, revisions and trackers
-    # Watching managed kinds caches every app's resources in every process, which defeats sharding;
-    # without it live objects are read from the API and waiting apps are polled.
+    shard_selector: str | None = None  # label selector restricting apps, revisions, trackers and managed resources
+    # Managed resources carry their app's shard label, so each shard caches only its own apps' resources and
+    # their events wake the app (health and drift are event-driven). Without caches live objects are read from
+    # the API and settled apps are polled every state-keep interval.
     cache_managed: bool = True
     resync_period: float = 300.0  # --application-re-sync-period: every app is reconciled at least this often
 
@@ -87,26 +88,29 @@ class ApplicationController:
         self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel)
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
-        self.managed: dict[Resource, Any] = {}
-        for res in MANAGED_KINDS if options.cache_managed else ():
-            self.managed[res] = manager.informer(res, label_selector=labels.APP_NAME)
+        self.controller = Controller("application", self._reconcile, options.workers)
+        self.managed: ManagedCaches | None = None
+        if options.cache_managed:
+            # Unsharded, the same caches select every app's resources.
+            self.managed = ManagedCaches(manager, sel or labels.APP_NAME,
+                                         lambda informer: self.controller.watch(informer, to_keys=self._own_app_keys))
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
             Revisions(self.client, self.revisions, options.revision_limit),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
             Applier(self.client, self.discovery, self.managed),
-            options.state_keep_interval, options.waiting_requeue)
+            options.resync_period if options.cache_managed else min(options.state_keep_interval,
+                                                                     options.resync_period),
+            options.waiting_requeue)
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:
             reconcile = ShardReconciler(reconcile, self.client, APPLICATIONS, self.apps.store.get,
-                                        on_release=lambda key: self.reconciled.mark(key, False))
-        self.controller = Controller("application", reconcile, options.workers)
+                                        on_release=self._release)
+        self._inner = reconcile
         self.controller.watch(self.apps, predicate=app_changed)
         self.controller.watch(self.revisions, to_keys=app_key, predicate=lambda old, new: old is None)
-        for informer in self.managed.values():
-            self.controller.watch(informer, to_keys=self._own_app_keys)
         for informer in (self.component_defs, self.trait_defs):
             self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys())
         manager.add_controller(self.controller)
@@ -116,6 +120,9 @@ class ApplicationController:
 
     def reconcile(self, key: str) -> Result | None:
         return self.controller.reconcile(key)
+
+    def _reconcile(self, key: str) -> Result | None:
+        return self._inner(key)
 
     def _own_app_keys(self, obj: dict[str, Any]) -> list[str]:
         """Only apps this shard caches react to their resources' events."""
@@ -134,4 +141,13 @@ class ApplicationController:
 
     def _mark(self, key: str) -> None:
         app = self.apps.store.get(key)
-        self.reconciled.mark(key, app is not None and labels.DRAIN not in (app["metadata"].get("labels") or {}))
+        if app is None:
+            self._release(key)
+        else:
+            self.reconciled.mark(key, labels.DRAIN not in (app["metadata"].get("labels") or {}))
+
+    def _release(self, key: str) -> None:
+        """The app is gone from this process (deleted, drained or moved away): so are the kinds only it used."""
+        self.reconciled.mark(key, False)
+        if self.managed is not None:
+            self.managed.forget(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -132,6 +133,7 @@ class ApplicationReconciler:
                      conditions: list[dict[str, Any]], now: str) -> Result:
         app = ctx.app
         spec = app.get("spec") or {}
+        self.applier.use_kinds(ctx, [o for c in rendered.components for o in c.objects])
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
         desired_refs = {ref_key(ref_of(o)): ref_of(o) for c in rendered.components for o in c.objects}
@@ -164,7 +166,8 @@ class ApplicationReconciler:
         conditions.extend(app_status.workflow_conditions(workflow, health, now))
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
-        # Settled apps come back every state-keep interval to undo drift; others sooner, to see progress.
+        # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
+        # health at once; every state-keep interval without); others sooner, to see progress.
         settled = phase in app_status.SETTLED_PHASES
         wait = self.state_keep_interval if settled else self.waiting_requeue
         if evaluation.requeue_after is not None:
@@ -192,9 +195,20 @@ class ApplicationReconciler:
         if status == stored:
             return True
         try:
-            self.client.update_status(APPLICATIONS, dict(ctx.app, status=status))
+            written = self.client.update_status(APPLICATIONS, dict(ctx.app, status=status))
         except errors.Conflict as err:
             raise Retry("the application changed meanwhile; converging again") from err
         except errors.NotFound:
             return False
+        self.await_cached(ctx.key, written["metadata"]["resourceVersion"])
         return True
+
+    def await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> None:
+        """Hold the worker until the cache shows our write (usually milliseconds): events queued meanwhile (the
+        resources just applied) would otherwise reconcile the stale app and repeat its writes, to lose a race."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            cached = self.lookup(key)
+            if cached is None or cached["metadata"].get("resourceVersion") == resource_version:
+                return
+            time.sleep(0.005)

@@ -10,6 +10,7 @@ from velashard.apis.oam import API_VERSION, RESOURCE_TRACKERS
 from velashard.core.ownership import dependent_labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.controller import Retry
 
 Ref = dict[str, Any]
 RefKey = tuple[str, str, str, str]
@@ -56,14 +57,21 @@ class Trackers:
         cached = self.informer.store.get(name)
         if cached is not None:
             return copy.deepcopy(cached)
+        if not (app.get("status") or {}).get("latestRevision"):
+            return self._new(app)  # never reconciled: no tracker yet (save finds out if there is one after all)
         try:
             tracker = self.client.get(RESOURCE_TRACKERS, name)
         except errors.NotFound:
-            return {"apiVersion": API_VERSION, "kind": "ResourceTracker",
-                    "metadata": {"name": name, "labels": dependent_labels(app)}, "spec": {"managedResources": []}}
+            return self._new(app)
         if self.check_dependent is not None:
             self.check_dependent(app, tracker)
         return tracker
+
+    @staticmethod
+    def _new(app: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": API_VERSION, "kind": "ResourceTracker",
+                "metadata": {"name": tracker_name(app), "labels": dependent_labels(app)},
+                "spec": {"managedResources": []}}
 
     def save(self, app: dict[str, Any], tracker: dict[str, Any], refs: dict[RefKey, Ref]) -> dict[str, Any]:
         wanted = sorted(refs.values(), key=ref_key)
@@ -74,7 +82,14 @@ class Trackers:
         tracker["metadata"] = dict(tracker["metadata"], labels=dependent_labels(app))
         if "resourceVersion" in tracker["metadata"]:
             return self.client.update(RESOURCE_TRACKERS, tracker)
-        return self.client.create(RESOURCE_TRACKERS, tracker)
+        try:
+            return self.client.create(RESOURCE_TRACKERS, tracker)
+        except errors.AlreadyExists:
+            # Written by an earlier reconcile whose status write did not happen, or labelled for another shard.
+            existing = self.client.get(RESOURCE_TRACKERS, tracker["metadata"]["name"])
+            if self.check_dependent is not None:
+                self.check_dependent(app, existing)
+            raise Retry("the tracker exists but is not cached yet; converging again") from None
 
     def delete(self, tracker: dict[str, Any]) -> None:
         if "resourceVersion" not in tracker["metadata"]:

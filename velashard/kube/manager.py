@@ -11,7 +11,7 @@ from typing import Callable
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Controller
 from velashard.kube.fence import Fence
-from velashard.kube.informer import Informer
+from velashard.kube.informer import Informer, Obj, strip_unread_fields
 from velashard.kube.leaderelection import LeaderElector
 from velashard.kube.resources import Resource
 from velashard.kube.store import IndexFunc
@@ -39,6 +39,8 @@ class Manager:
         self.client = client
         self.shard_id = shard_id
         self._informers: dict[tuple, Informer] = {}
+        # Started at runtime for kinds that appear later (and stopped when unused); not part of readiness.
+        self._on_demand: dict[tuple, Informer] = {}
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[Callable[[], None], Callable[[], None]]] = []
         self._heartbeats: list[Heartbeat] = []
@@ -73,7 +75,7 @@ class Manager:
 
     def informer(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, indexers: dict[str, IndexFunc] | None = None,
-                 resync_period: float = 0.0) -> Informer:
+                 resync_period: float = 0.0, transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
         """A shared informer per (resource, namespace, selectors); created on first use, started with the manager.
 
         A later caller's indexers are added to the shared cache, and the shortest resync period asked for wins.
@@ -83,7 +85,7 @@ class Manager:
             informer = self._informers.get(key)
             if informer is None:
                 informer = Informer(self.client, resource, namespace, label_selector, field_selector,
-                                    resync_period=resync_period, indexers=indexers)
+                                    resync_period=resync_period, indexers=indexers, transform=transform)
                 self._informers[key] = informer
                 if self._started:
                     informer.start()
@@ -93,6 +95,32 @@ class Manager:
             if resync_period and not self._started:
                 informer.resync_period = min(p for p in (informer.resync_period, resync_period) if p)
             return informer
+
+    def start_informer(self, resource: Resource, label_selector: str | None = None,
+                       transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
+        """An informer added at runtime (a kind an app began to manage): started at once if the manager runs,
+        else with it. It does not count for readiness, as the process was ready before the kind was needed;
+        callers wait for its sync before trusting its cache. Shared per (resource, selector) like the others."""
+        key = (resource, None, label_selector, None)
+        with self._lock:
+            informer = self._informers.get(key) or self._on_demand.get(key)
+            if informer is None:
+                informer = Informer(self.client, resource, label_selector=label_selector, transform=transform)
+                self._on_demand[key] = informer
+                if self._started and not self._stop.is_set():
+                    informer.start()
+                log.info("informer started on demand", extra=fields(shard=self.shard_id, informer=informer.name))
+            return informer
+
+    def stop_informer(self, informer: Informer) -> None:
+        """Stop an informer started on demand once nothing uses its kind; those started with the manager stay."""
+        with self._lock:
+            key = next((k for k, i in self._on_demand.items() if i is informer), None)
+            if key is None:
+                return
+            del self._on_demand[key]
+        informer.stop(timeout=2.0)
+        log.info("informer stopped, kind no longer used", extra=fields(shard=self.shard_id, informer=informer.name))
 
     def add_controller(self, controller: Controller) -> None:
         self._controllers.append(controller)
@@ -107,7 +135,8 @@ class Manager:
 
     @property
     def informers(self) -> list[Informer]:
-        return list(self._informers.values())
+        with self._lock:
+            return list(self._informers.values()) + list(self._on_demand.values())
 
     def ready(self) -> bool:
         return not self.readiness()
@@ -133,7 +162,7 @@ class Manager:
         """Threads that died or are stuck past their deadline: informers, controller workers, runnables."""
         if self._stop.is_set():
             return []  # threads end on purpose while stopping
-        beats = [i.heartbeat for i in list(self._informers.values())]  # list(): one step, safe against adds
+        beats = [i.heartbeat for i in self.informers]  # a copy taken under the lock, safe against adds
         for controller in self._controllers:
             beats.extend(controller.heartbeats)
         return liveness_problems(beats + self._heartbeats)
@@ -145,6 +174,8 @@ class Manager:
         with self._lock:
             self._started = True
             informers = list(self._informers.values())
+            for informer in self._on_demand.values():  # asked for before the start
+                informer.start()
         for informer in informers:
             informer.start()
         deadline = time.monotonic() + self._sync_timeout
@@ -215,7 +246,7 @@ class Manager:
         while not (self.fence.fresh() and self._elector is not None and self._elector.is_leader):
             if self._stop.wait(0.05):
                 return
-        informers = list(self._informers.values())
+        informers = self.informers  # the on-demand ones too: every cache is re-listed
         for informer in informers:
             informer.restart(timeout=2.0)
         for informer in informers:
@@ -279,9 +310,9 @@ class Manager:
         if controllers_started:
             for _, stop in self._runnables:
                 stop()
-        for informer in self._informers.values():
+        for informer in self.informers:
             informer.stop(timeout=0)  # signal all, then wait for all
-        for informer in self._informers.values():
+        for informer in self.informers:
             informer.stop(timeout=max(0.1, deadline - time.monotonic()))
         if self._elector is not None:
             self._elector.stop(release=not self.lost_leadership)

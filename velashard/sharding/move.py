@@ -1,25 +1,49 @@
-"""Setting an application's shard: its revisions and trackers first, then the app itself.
+"""Setting an application's shard: its managed resources, revisions and trackers first, then the app itself.
 
 The order is the invariant KubeVela issue 6433 breaks: the new shard only sees the app once its
-label changes, and by then everything the app's reconcile reads already carries the new id.
+label changes, and by then everything the app's reconcile reads already carries the new id. Managed
+resources are found through the app's ResourceTracker, never by listing a kind cluster-wide.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.discovery import Discovery
+from velashard.kube.resources import Resource
 from velashard.observability import fields
 
 log = logging.getLogger("velashard.sharding.move")
 
+# One discovery cache per client: resolving a tracker's kinds must not re-read discovery on every move.
+_discoveries: "weakref.WeakKeyDictionary[KubeClient, Discovery]" = weakref.WeakKeyDictionary()
+
 
 def _label_patch(shard: str | None) -> dict[str, Any]:
     return {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: shard}}}
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _managed_label_patch(namespace: str, name: str, shard: str | None) -> list[dict[str, Any]]:
+    """A JSON patch that relabels a managed resource only while it still belongs to the app (a resource the
+    app recorded but another app owns keeps its owner's shard)."""
+    base = "/metadata/labels/"
+    ops: list[dict[str, Any]] = [{"op": "test", "path": base + _escape(labels.APP_NAME), "value": name},
+                                 {"op": "test", "path": base + _escape(labels.APP_NAMESPACE), "value": namespace}]
+    if shard is None:
+        ops.append({"op": "remove", "path": base + _escape(labels.SCHEDULED_SHARD_ID)})
+    else:
+        ops.append({"op": "add", "path": base + _escape(labels.SCHEDULED_SHARD_ID), "value": shard})
+    return ops
 
 
 def dependents(client: KubeClient, namespace: str, name: str) -> list[tuple[Any, dict[str, Any]]]:
@@ -30,19 +54,54 @@ def dependents(client: KubeClient, namespace: str, name: str) -> list[tuple[Any,
     return [(APPLICATION_REVISIONS, r) for r in revisions] + [(RESOURCE_TRACKERS, t) for t in trackers]
 
 
-def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str) -> dict[str, Any]:
-    """Label the app's dependents, then the app (guarded by its resourceVersion); returns the updated app."""
-    meta = app["metadata"]
-    for res, obj in dependents(client, meta["namespace"], meta["name"]):
+def managed_refs(found: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The resources the app's trackers record, each once."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for res, obj in found:
+        if res is RESOURCE_TRACKERS:
+            for ref in (obj.get("spec") or {}).get("managedResources") or []:
+                seen.setdefault((ref.get("apiVersion"), ref.get("kind"), ref.get("namespace"), ref.get("name")), ref)
+    return list(seen.values())
+
+
+def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[dict[str, Any]],
+                     shard: str | None) -> None:
+    discovery = _discoveries.get(client)
+    if discovery is None:
+        discovery = _discoveries[client] = Discovery(client)
+    for ref in refs:
+        try:
+            res: Resource = discovery.for_kind(ref["apiVersion"], ref["kind"])
+            client.patch(res, ref["name"], _managed_label_patch(app_ns, app_name, shard),
+                         ref.get("namespace") if res.namespaced else None, patch_type="json")
+        except errors.NotFound:
+            continue  # gone, or its kind is gone: nothing to relabel
+        except errors.Invalid:
+            # The test failed (another app owns it now) or the label to remove is absent: leave it alone.
+            log.debug("managed resource not relabelled", extra=fields(
+                key=f"{app_ns}/{app_name}", resource=f'{ref["kind"]}/{ref.get("namespace", "")}/{ref["name"]}'))
+
+
+def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: str | None) -> None:
+    found = dependents(client, namespace, name)
+    _relabel_managed(client, namespace, name, managed_refs(found), shard)
+    for res, obj in found:
         if (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) != shard:
             try:
                 client.patch(res, obj["metadata"]["name"], _label_patch(shard), obj["metadata"].get("namespace"))
             except errors.NotFound:
                 pass
+
+
+def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str) -> dict[str, Any]:
+    """Label the app's managed resources, revisions and trackers, then the app (guarded by its
+    resourceVersion); returns the updated app. Any failure returns the dependents to the app's shard."""
+    meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
     try:
+        _relabel_dependents(client, meta["namespace"], meta["name"], shard)
         updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
     except errors.KubeError:
         _roll_back(client, meta["namespace"], meta["name"])
@@ -54,19 +113,14 @@ def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str) 
 
 
 def _roll_back(client: KubeClient, namespace: str, name: str) -> None:
-    """The app kept its shard (conflict, denial, outage): give its dependents the app's label back, or its
-    shard would find them gone from its cache and let the app go with nobody reconciling it."""
+    """The app kept its shard (conflict, denial, outage): give its dependents and managed resources the app's
+    label back, or its shard would find them gone from its caches and let the app go with nobody reconciling it."""
     try:
         app = client.get(APPLICATIONS, name, namespace)
+        shard = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        _relabel_dependents(client, namespace, name, shard)
     except errors.KubeError as err:
         log.error("cannot roll back a failed move", extra=fields(key=f"{namespace}/{name}", error=str(err)))
         return
-    shard = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
-    for res, obj in dependents(client, namespace, name):
-        if (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) != shard:
-            try:
-                client.patch(res, obj["metadata"]["name"], _label_patch(shard), obj["metadata"].get("namespace"))
-            except errors.KubeError as err:
-                log.error("cannot roll back a dependent", extra=fields(key=f"{namespace}/{name}", error=str(err)))
     log.warning("move failed; dependents returned to the app's shard", extra=fields(
         key=f"{namespace}/{name}", shard=shard or "-"))

@@ -15,7 +15,8 @@ for the app, its revision, its tracker and its managed resources).
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Callable
 
 from velashard.kube.informer import Obj, strip_unread_fields
 
@@ -35,9 +36,41 @@ def _trim_status(status: Any) -> Any:
     return kept
 
 
+_SHORT = 64
+
+
+def _share_short_strings(value: Any) -> Any:
+    """Intern short string values: a workload's defaulted fields (policies, paths, protocols, images) repeat
+    across every object of its kind, and each decoded copy would otherwise cost its own string."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = sys.intern(item) if isinstance(item, str) and len(item) <= _SHORT \
+                else _share_short_strings(item)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = sys.intern(item) if isinstance(item, str) and len(item) <= _SHORT \
+                else _share_short_strings(item)
+    return value
+
+
 def for_managed_resources(obj: Obj) -> Obj:
     """The managed-resource informers' transform (see the module's memory budget)."""
     obj = strip_unread_fields(obj)
     if "status" in obj:
         obj["status"] = _trim_status(obj["status"])
-    return obj
+    return _share_short_strings(obj)
+
+
+def without(*paths: tuple[str, ...]) -> Callable[[Obj], Obj]:
+    """A transform dropping the fields at `paths` (besides what no controller reads), for caches whose readers
+    never look there: e.g. the copy of the app spec an ApplicationRevision records."""
+    def transform(obj: Obj) -> Obj:
+        obj = strip_unread_fields(obj)
+        for path in paths:
+            parent: Any = obj
+            for key in path[:-1]:
+                parent = parent.get(key) if isinstance(parent, dict) else None
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+        return obj
+    return transform

@@ -11,7 +11,7 @@ from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
-from velashard.core.managed import BUILTIN_KINDS, ManagedCaches
+from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
 from velashard.core.rendering import Definitions
 from velashard.core.revisions import Revisions
@@ -23,8 +23,6 @@ from velashard.kube.store import label_index
 from velashard.kube.transforms import without
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
-
-MANAGED_KINDS = BUILTIN_KINDS
 
 
 @dataclass

@@ -42,10 +42,6 @@ class ManagedCaches:
         with self._lock:
             return self._informers.get(res)
 
-    def values(self) -> list[Informer]:
-        with self._lock:
-            return list(self._informers.values())
-
     def use(self, key: str, kinds: set[Resource]) -> None:
         """Record the kinds an app applies now: start informers for new ones, stop those no app uses any more."""
         wanted = frozenset(k for k in kinds if k not in self._builtin)

@@ -26,7 +26,7 @@ from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent
 from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
 from velashard.core.stepactions import StepActions, WorkflowVariables
-from velashard.core.workflow import evaluate, now_utc, parse_steps, workflow_phase
+from velashard.core.workflow import evaluate, now_utc, parse_steps, uses_variables, workflow_phase
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
@@ -72,7 +72,8 @@ class ApplicationReconciler:
         for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
             if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
                 self.applier.delete_managed(app, ref)
-        self.variables.delete(app)
+        if self._keeps_variables(app):
+            self.variables.delete(app)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
@@ -143,8 +144,10 @@ class ApplicationReconciler:
         actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
                               lambda comp: self.health(ctx, comp))
         previous = status.get("workflow") or {}
-        variables = self.variables.read(app)
-        evaluation = evaluate(app, parse_steps(spec), previous, variables, now_utc(), actions,
+        steps = parse_steps(spec)
+        # Most workflows pass no values between steps: they cost no ConfigMap read.
+        variables = self.variables.read(app) if uses_variables(steps) else {}
+        evaluation = evaluate(app, steps, previous, variables, now_utc(), actions,
                               (status.get("latestRevision") or {}).get("name", ""))
         workflow = evaluation.status
         if evaluation.variables != variables:
@@ -173,6 +176,13 @@ class ApplicationReconciler:
         if evaluation.requeue_after is not None:
             wait = min(wait, max(evaluation.requeue_after, 0.05))
         return requeue_after(wait)
+
+    @staticmethod
+    def _keeps_variables(app: dict[str, Any]) -> bool:
+        try:
+            return uses_variables(parse_steps(app.get("spec") or {}))
+        except ValueError:
+            return True  # an invalid workflow may once have been valid: look
 
     def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
         """A trait is healthy when every object it produced is (by the built-in rules)."""

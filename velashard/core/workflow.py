@@ -128,6 +128,11 @@ def _parse_one(step: dict[str, Any], index: int, where: str) -> StepSpec:
                     tuple(step.get("inputs") or ()), tuple(step.get("outputs") or ()), subs)
 
 
+def uses_variables(steps: list[StepSpec] | tuple[StepSpec, ...]) -> bool:
+    """Whether any step passes values on (inputs or outputs): only then is the context ConfigMap read or kept."""
+    return any(s.inputs or s.outputs or uses_variables(s.sub_steps) for s in steps)
+
+
 def parse_steps(spec: dict[str, Any]) -> list[StepSpec]:
     """spec.workflow.steps, or KubeVela's default: one deploy step for every component. ValueError if invalid."""
     steps = (spec.get("workflow") or {}).get("steps") or []

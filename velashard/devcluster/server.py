@@ -183,6 +183,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.send_header("Cache-Control", "no-cache, private")
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -190,19 +192,38 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: errors.APIError) -> None:
         self._send(err.code, err.status())
 
-    def _read_body(self) -> Any:
+    def _read_raw_body(self) -> bytes:
+        """The request body, read once; an unreadable one makes the connection close after the answer."""
+        self._body_consumed = True
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            raise errors.APIError(411, "LengthRequired", "chunked request bodies are not supported: "
+                                  "send Content-Length")
         length = self.headers.get("Content-Length")
         if not length:
-            return None
+            return b""
         try:
             size = int(length)
         except ValueError:
+            self.close_connection = True
             raise errors.bad_request("invalid Content-Length")
         if size > MAX_BODY_BYTES:
-            self.rfile.read(size)
+            self.close_connection = True  # not worth reading; the client gets the answer, then EOF
             raise errors.APIError(413, "RequestEntityTooLarge", f"the request body is too large: {size} bytes, "
                                   f"limit {MAX_BODY_BYTES}")
-        data = self.rfile.read(size)
+        return self.rfile.read(size)
+
+    def _discard_body(self) -> None:
+        """Consume a body no handler read, so the next request on a kept-alive connection starts in sync."""
+        if self._body_consumed:
+            return
+        try:
+            self._read_raw_body()
+        except errors.APIError:
+            pass  # the connection is closed after this answer instead
+
+    def _read_body(self) -> Any:
+        data = self._read_raw_body()
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
@@ -215,6 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         self._started = time.monotonic()
+        self._body_consumed = False
         self._recorded = False
         self._code = 0
         self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
@@ -233,6 +255,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # never let a request kill the server; say what went wrong
             log.exception("request failed method=%s path=%s", self.command, self.path)
             self._safe_error(errors.internal(f"{type(err).__name__}: {err}"))
+        if not self.close_connection:
+            self._discard_body()
         self._record_audit()
 
     def _record_audit(self) -> None:
@@ -245,6 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _safe_error(self, err: errors.APIError) -> None:
         try:
+            self._discard_body()
             self._send_error(err)
         except OSError:
             self.close_connection = True

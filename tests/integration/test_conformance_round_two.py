@@ -56,3 +56,95 @@ def test_oversized_body_answers_413_then_closes(apiserver):
         assert answer.getheader("Connection", "").lower() == "close"
     finally:
         conn.close()
+
+
+def test_unsupported_media_type_is_415_status(apiserver):
+    conn = _conn(apiserver)
+    try:
+        conn.request("POST", "/api/v1/namespaces/default/configmaps", body=b"\x00\x01",
+                     headers=dict(_headers(), **{"Content-Type": "application/cbor"}))
+        answer = conn.getresponse()
+        body = json.loads(answer.read())
+        assert answer.status == 415 and body["reason"] == "UnsupportedMediaType"
+        assert "application/cbor" in body["message"] and "application/json" in body["message"]
+    finally:
+        conn.close()
+
+
+def _svc(name: str) -> client.V1Service:
+    return client.V1Service(metadata=client.V1ObjectMeta(name=name),
+                            spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)], selector={"a": "b"}))
+
+
+def _deploy(name: str, replicas: int = 1, image: str = "nginx:1") -> client.V1Deployment:
+    labels = {"app": name}
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=client.V1PodSpec(
+                containers=[client.V1Container(name="c", image=image)]))))
+
+
+def test_delete_service_and_serviceaccount_answer_the_deleted_object(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    made = core.create_namespaced_service(namespace, _svc("web"))
+    gone = core.delete_namespaced_service("web", namespace)
+    assert isinstance(gone, client.V1Service) and gone.metadata.uid == made.metadata.uid
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(
+        metadata=client.V1ObjectMeta(name="robot")))
+    sa = core.delete_namespaced_service_account("robot", namespace)
+    assert isinstance(sa, client.V1ServiceAccount) and sa.metadata.name == "robot"
+
+
+def test_delete_deployment_answers_status_with_resource_details(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    made = apps.create_namespaced_deployment(namespace, _deploy("web"))
+    answer = apps.delete_namespaced_deployment("web", namespace, _preload_content=False)
+    status = json.loads(answer.data)
+    assert status["kind"] == "Status" and status["status"] == "Success"
+    assert status["details"] == {"name": "web", "group": "apps", "kind": "deployments", "uid": made.metadata.uid}
+
+
+def test_delete_with_finalizer_answers_object_with_deletion_timestamp(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="held", finalizers=["example.com/hold"])))
+    answer = core.delete_namespaced_config_map("held", namespace, _preload_content=False)
+    body = json.loads(answer.data)
+    assert answer.status == 200 and body["kind"] == "ConfigMap"
+    assert body["metadata"]["deletionTimestamp"] and body["metadata"]["finalizers"] == ["example.com/hold"]
+    core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
+    eventually(lambda: not core.list_namespaced_config_map(namespace, field_selector="metadata.name=held").items)
+
+
+def test_error_statuses_name_the_resource(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(namespace, _deploy("dup"))
+    with pytest.raises(ApiException) as err:
+        apps.create_namespaced_deployment(namespace, _deploy("dup"))
+    status = status_of(err.value)
+    assert err.value.status == 409 and status["reason"] == "AlreadyExists"
+    assert status["message"] == 'deployments.apps "dup" already exists'
+    assert status["details"] == {"name": "dup", "group": "apps", "kind": "deployments"}
+    with pytest.raises(ApiException) as err:
+        client.CoreV1Api(api_client).read_namespaced_service("absent", namespace)
+    status = status_of(err.value)
+    assert status["message"] == 'services "absent" not found'
+    assert status["details"] == {"name": "absent", "kind": "services"}
+    stale = apps.read_namespaced_deployment("dup", namespace)
+    apps.patch_namespaced_deployment("dup", namespace, {"metadata": {"labels": {"x": "y"}}})
+    stale.metadata.labels = {"z": "w"}
+    with pytest.raises(ApiException) as err:
+        apps.replace_namespaced_deployment("dup", namespace, stale)
+    status = status_of(err.value)
+    assert err.value.status == 409 and status["reason"] == "Conflict"
+    assert status["message"] == ('Operation cannot be fulfilled on deployments.apps "dup": the object has been '
+                                 'modified; please apply your changes to the latest version and try again')
+    with pytest.raises(ApiException) as err:
+        apps.create_namespaced_deployment(namespace, _deploy("Bad_Name"))
+    status = status_of(err.value)
+    assert err.value.status == 422 and status["reason"] == "Invalid"
+    assert status["details"]["kind"] == "Deployment" and status["details"]["group"] == "apps"
+    assert status["message"].startswith('Deployment.apps "Bad_Name" is invalid: metadata.name: Invalid value: ')
+    assert status["details"]["causes"][0]["field"] == "metadata.name"

@@ -449,14 +449,16 @@ class RestAPI:
                             finalizers + ["customresourcecleanup.apiextensions.k8s.io"]))
                     event = self.store.replace(gr, new, old_meta["resourceVersion"])
                     self._committed(rt, event)
-                    return Result(event.obj, event.raw)
+                    # kube-apiserver answers 202 only when the client explicitly asked for cascading deletion
+                    accepted = options.get("orphanDependents") is False
+                    return Result(event.obj, event.raw, 202 if accepted else 200)
                 event = self.store.remove(gr, key, old_meta["resourceVersion"])
             except errors.APIError as err:
                 if err.code == 409:
                     continue
                 raise
             self._committed(rt, event)
-            if rt.kind == "Pod" or rt.is_custom:
+            if rt.kind in strategies.RETURNS_DELETED_OBJECT or rt.is_custom:
                 return Result(event.obj, event.raw)
             details = {"name": name, "kind": rt.plural, "uid": old_meta["uid"]}
             if rt.group:

@@ -32,6 +32,10 @@ log = logging.getLogger("velashard.devcluster.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 ADMIN_TOKEN = "admin"
+# Request bodies this server decodes (JSON, YAML and the patch types; not Kubernetes protobuf or CBOR).
+_DECODABLE = frozenset({"application/json", "application/yaml", "application/json-patch+json",
+                        "application/merge-patch+json", "application/strategic-merge-patch+json",
+                        "application/apply-patch+yaml", "text/plain", "*/*"})
 _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -227,6 +231,10 @@ class _Handler(BaseHTTPRequestHandler):
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if content_type not in _DECODABLE:
+            raise errors.APIError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format '
+                                  f'("{content_type}") - accepted media types include: '
+                                  f'{", ".join(sorted(_DECODABLE))}')
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(data)

@@ -20,6 +20,13 @@ _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 
 
+# Kinds whose registry answers DELETE with the deleted object instead of a Status (kube-apiserver's
+# `ReturnDeletedObject`; the official client's delete_* methods declare these return types).
+# Custom resources answer with the object too.
+RETURNS_DELETED_OBJECT = frozenset({"Pod", "Service", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim",
+                                    "PodTemplate", "ResourceQuota"})
+
+
 def name_rule(kind: str) -> str:
     """Which DNS rule metadata.name must follow for `kind`."""
     if kind == "Namespace":

@@ -148,3 +148,71 @@ def test_error_statuses_name_the_resource(api_client, namespace):
     assert status["details"]["kind"] == "Deployment" and status["details"]["group"] == "apps"
     assert status["message"].startswith('Deployment.apps "Bad_Name" is invalid: metadata.name: Invalid value: ')
     assert status["details"]["causes"][0]["field"] == "metadata.name"
+
+
+def test_simulated_node_with_capacity_conditions_and_heartbeat_lease(api_client):
+    core = client.CoreV1Api(api_client)
+    node = core.read_node("node-0")
+    assert node.status.capacity["cpu"] and node.status.allocatable["pods"] == "110"
+    ready = {c.type: c.status for c in node.status.conditions}
+    assert ready["Ready"] == "True" and ready["MemoryPressure"] == "False"
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("node-0", "kube-node-lease")
+    assert lease.spec.holder_identity == "node-0" and lease.spec.renew_time is not None
+    assert lease.metadata.owner_references[0].kind == "Node"
+
+
+def test_replication_controllers_are_served(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    rc = client.V1ReplicationController(metadata=client.V1ObjectMeta(name="rc"), spec=client.V1ReplicationControllerSpec(
+        replicas=2, template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels={"app": "rc"}),
+                                                      spec=client.V1PodSpec(containers=[client.V1Container(
+                                                          name="c", image="nginx")]))))
+    made = core.create_namespaced_replication_controller(namespace, rc)
+    assert made.spec.selector == {"app": "rc"}
+    eventually(lambda: core.read_namespaced_replication_controller_status("rc", namespace).status.ready_replicas == 2)
+
+
+def test_simulated_pod_is_scheduled_runs_and_honours_deletion_grace(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
+        containers=[client.V1Container(name="c", image="nginx")])))
+
+    def running():
+        pod = core.read_namespaced_pod("p", namespace)
+        return pod if pod.status.phase == "Running" else None
+
+    pod = eventually(running)
+    assert pod.spec.node_name == "node-0" and pod.status.pod_ip.startswith("10.244.0.")
+    assert pod.status.container_statuses[0].ready and pod.status.container_statuses[0].state.running
+    assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
+    deleting = core.delete_namespaced_pod("p", namespace)
+    assert isinstance(deleting, client.V1Pod) and deleting.metadata.deletion_timestamp is not None
+    assert deleting.metadata.deletion_grace_period_seconds == 30
+    eventually(lambda: not core.list_namespaced_pod(namespace).items)
+
+
+def test_pod_whose_selector_matches_no_node_stays_pending_unschedulable(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
+        node_selector={"disk": "ssd"}, containers=[client.V1Container(name="c", image="nginx")])))
+    cond = eventually(lambda: (core.read_namespaced_pod("p", namespace).status.conditions or [None])[0])
+    assert cond.type == "PodScheduled" and cond.reason == "Unschedulable"
+
+
+def test_simulated_statuses_parse_in_typed_clients(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    labels = {"app": "ds"}
+    template = client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=client.V1PodSpec(
+        containers=[client.V1Container(name="c", image="nginx")]))
+    apps.create_namespaced_daemon_set(namespace, client.V1DaemonSet(
+        metadata=client.V1ObjectMeta(name="ds"),
+        spec=client.V1DaemonSetSpec(selector=client.V1LabelSelector(match_labels=labels), template=template)))
+    apps.create_namespaced_stateful_set(namespace, client.V1StatefulSet(
+        metadata=client.V1ObjectMeta(name="sts"), spec=client.V1StatefulSetSpec(
+            replicas=0, service_name="sts", selector=client.V1LabelSelector(match_labels=labels), template=template)))
+    ds = eventually(lambda: apps.read_namespaced_daemon_set_status("ds", namespace).status.observed_generation)
+    assert ds == 1
+    status = apps.read_namespaced_daemon_set_status("ds", namespace).status
+    assert status.desired_number_scheduled == status.number_ready == 1 and status.number_misscheduled == 0
+    eventually(lambda: apps.read_namespaced_stateful_set_status("sts", namespace).status.observed_generation)
+    assert apps.read_namespaced_stateful_set_status("sts", namespace).status.replicas == 0

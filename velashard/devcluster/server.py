@@ -22,6 +22,7 @@ from velashard.devcluster import errors
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
+from velashard.devcluster.nodes import NodeHeartbeat
 from velashard.devcluster.resources import Registry, ResourceType
 from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
@@ -54,14 +55,17 @@ class APIServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, watch_history: int = 10_000,
                  simulate_workloads: bool = False, service_endpoints: dict[str, str] | None = None,
-                 bookmark_interval: float = 5.0, audit_limit: int = 500_000):
+                 bookmark_interval: float = 5.0, audit_limit: int = 500_000, nodes: int | None = None):
+        """`nodes` simulated nodes are registered (default: one under `simulate_workloads`, else none)."""
         self.types = Registry()
         self.store = Store(watch_history=watch_history)
         self.admission = Admission(self.store, service_endpoints)
         self.api = RestAPI(self.store, self.types, self.admission)
         self.controllers = Controllers(self.api, self.types)
         self.api._on_commit = self.controllers.on_commit
-        self.simulator = WorkloadSimulator(self.api, self.types) if simulate_workloads else None
+        self.nodes = NodeHeartbeat(self.api, self.types, (1 if simulate_workloads else 0) if nodes is None else nodes)
+        self.simulator = (WorkloadSimulator(self.api, self.types, nodes=self.nodes) if simulate_workloads
+                          else None)
         self.audit = AuditLog(audit_limit)
         self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
@@ -81,9 +85,11 @@ class APIServer:
         assert ns_rt is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.api.create(ns_rt, "", {"metadata": {"name": name}}, Request())
+        self.nodes.register()
 
     def start(self) -> "APIServer":
         self.controllers.start()
+        self.nodes.start()
         if self.simulator is not None:
             self.simulator.start()
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
@@ -93,6 +99,7 @@ class APIServer:
 
     def serve_forever(self) -> None:
         self.controllers.start()
+        self.nodes.start()
         if self.simulator is not None:
             self.simulator.start()
         self._httpd.serve_forever(poll_interval=0.2)
@@ -105,6 +112,7 @@ class APIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.controllers.stop()
+        self.nodes.stop()
         if self.simulator is not None:
             self.simulator.stop()
 

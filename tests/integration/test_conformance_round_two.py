@@ -216,3 +216,31 @@ def test_simulated_statuses_parse_in_typed_clients(api_client, namespace):
     assert status.desired_number_scheduled == status.number_ready == 1 and status.number_misscheduled == 0
     eventually(lambda: apps.read_namespaced_stateful_set_status("sts", namespace).status.observed_generation)
     assert apps.read_namespaced_stateful_set_status("sts", namespace).status.replicas == 0
+
+
+def test_scale_subresource_through_typed_client(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(namespace, _deploy("web"))
+    scale = apps.read_namespaced_deployment_scale("web", namespace)
+    assert isinstance(scale, client.V1Scale) and scale.spec.replicas == 1 and scale.status.selector == "app=web"
+    scaled = apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 3}})
+    assert scaled.spec.replicas == 3
+    assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 3
+    eventually(lambda: apps.read_namespaced_deployment_scale("web", namespace).status.replicas == 3)
+    current = apps.read_namespaced_deployment_scale("web", namespace)
+    current.spec.replicas = 0
+    assert apps.replace_namespaced_deployment_scale("web", namespace, current).spec.replicas == 0
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": -1}})
+    assert err.value.status == 422 and status_of(err.value)["details"]["kind"] == "Scale"
+    stale = apps.read_namespaced_deployment_scale("web", namespace)
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 2}})
+    with pytest.raises(ApiException) as err:
+        apps.replace_namespaced_deployment_scale("web", namespace, stale)
+    assert err.value.status == 409
+
+
+def test_scale_is_in_discovery(api_client):
+    resources = client.AppsV1Api(api_client).get_api_resources().resources
+    scale = {r.name: r for r in resources}["deployments/scale"]
+    assert scale.group == "autoscaling" and scale.version == "v1" and scale.kind == "Scale"

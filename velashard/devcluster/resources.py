@@ -22,6 +22,10 @@ _EXTRA_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("batch", "jobs"): frozenset({"status.successful"}),
 }
 
+# Resources with the scale subresource (autoscaling/v1 Scale).
+SCALABLE = frozenset({("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
+                      ("", "replicationcontrollers")})
+
 
 @dataclass(frozen=True)
 class ResourceType:
@@ -71,6 +75,10 @@ class ResourceType:
         if self.status_subresource:
             entries.append({"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced,
                             "kind": self.kind, "verbs": ["get", "patch", "update"]})
+        if self.group_resource in SCALABLE:
+            entries.append({"name": f"{self.plural}/scale", "singularName": "", "namespaced": self.namespaced,
+                            "group": "autoscaling", "version": "v1", "kind": "Scale",
+                            "verbs": ["get", "patch", "update"]})
         return entries
 
 

@@ -318,6 +318,11 @@ class RestAPI:
 
         return self._update(rt, namespace, name, patched, req, subresource)
 
+    def update_with(self, rt: ResourceType, namespace: str, name: str,
+                    make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request, subresource: str) -> Result:
+        """An update computed from the stored object, for subresources (scale) that rewrite part of it."""
+        return self._update(rt, namespace, name, make_new, req, subresource)
+
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
                 subresource: str | None) -> Result:

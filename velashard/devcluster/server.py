@@ -18,12 +18,12 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors
+from velashard.devcluster import errors, scale
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
 from velashard.devcluster.nodes import NodeHeartbeat
-from velashard.devcluster.resources import Registry, ResourceType
+from velashard.devcluster.resources import SCALABLE, Registry, ResourceType
 from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
 from velashard.devcluster.tables import to_table
@@ -381,7 +381,8 @@ class _Handler(BaseHTTPRequestHandler):
         if rt.namespaced and name is not None and namespace is None:
             raise _not_found_path(path)
         if sub is not None and not (sub == "status" and rt.status_subresource
-                                    or sub == "finalize" and rt.kind == "Namespace"):
+                                    or sub == "finalize" and rt.kind == "Namespace"
+                                    or sub == "scale" and rt.group_resource in SCALABLE):
             raise _not_found_path(path)
         return _Route(rt, namespace, name, sub)
 
@@ -426,6 +427,9 @@ class _Handler(BaseHTTPRequestHandler):
         assert route.name is not None
         if route.subresource == "finalize" and self.command != "PUT":
             raise errors.method_not_allowed()
+        if route.subresource == "scale":
+            self._scale(route, namespace, route.name)
+            return
         if self.command in ("GET", "HEAD"):
             self._audit["verb"] = "get"
             obj = api.get(rt, namespace, route.name)
@@ -444,6 +448,22 @@ class _Handler(BaseHTTPRequestHandler):
             if route.subresource:
                 raise errors.method_not_allowed()
             self._respond(api.delete(rt, namespace, route.name, self._delete_options(), self._request()))
+        else:
+            raise errors.method_not_allowed()
+
+    def _scale(self, route: _Route, namespace: str, name: str) -> None:
+        api = self.apiserver.api
+        if self.command in ("GET", "HEAD"):
+            self._audit["verb"] = "get"
+            self._send(200, scale.get(api, route.rt, namespace, name))
+        elif self.command == "PUT":
+            self._respond(scale.write(api, route.rt, namespace, name, self._request(), body=self._read_body()))
+        elif self.command == "PATCH":
+            patch = self._read_body()
+            if patch is None:
+                raise errors.bad_request("the patch body is empty")
+            self._respond(scale.write(api, route.rt, namespace, name, self._request(), patch=patch,
+                                      content_type=self.headers.get("Content-Type") or ""))
         else:
             raise errors.method_not_allowed()
 

@@ -76,6 +76,24 @@ def _ports(obj: dict[str, Any]) -> str:
     return ",".join(f'{p.get("port")}/{p.get("protocol", "TCP")}' for p in ports) or "<none>"
 
 
+def _node_status(obj: dict[str, Any]) -> str:
+    ready = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    text = "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
+    return text + (",SchedulingDisabled" if (obj.get("spec") or {}).get("unschedulable") else "")
+
+
+def _node_roles(obj: dict[str, Any]) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(k[len(prefix):] for k in obj["metadata"].get("labels") or {} if k.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
+_REPLICA_COLUMNS: list[tuple[str, str, Callable[[dict[str, Any]], Any]]] = [
+    ("Desired", "integer", lambda o: (o.get("spec") or {}).get("replicas", 0)),
+    ("Current", "integer", lambda o: (o.get("status") or {}).get("replicas", 0)),
+    ("Ready", "integer", lambda o: (o.get("status") or {}).get("readyReplicas", 0))]
+
+
 # Extra columns for the built-in kinds users look at most: (name, type, getter).
 _BUILTIN_COLUMNS: dict[str, list[tuple[str, str, Callable[[dict[str, Any]], Any]]]] = {
     "Pod": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", "")),
@@ -84,6 +102,11 @@ _BUILTIN_COLUMNS: dict[str, list[tuple[str, str, Callable[[dict[str, Any]], Any]
                    ("Up-to-date", "integer", lambda o: (o.get("status") or {}).get("updatedReplicas", 0)),
                    ("Available", "integer", lambda o: (o.get("status") or {}).get("availableReplicas", 0))],
     "StatefulSet": [("Ready", "string", _ready)],
+    "ReplicaSet": _REPLICA_COLUMNS,
+    "ReplicationController": _REPLICA_COLUMNS,
+    "Node": [("Status", "string", _node_status), ("Roles", "string", _node_roles),
+             ("Version", "string", lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion",
+                                                                                                  ""))],
     "Namespace": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", ""))],
     "Service": [("Type", "string", lambda o: (o.get("spec") or {}).get("type", "")),
                 ("Cluster-IP", "string", lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),

@@ -244,3 +244,36 @@ def test_scale_is_in_discovery(api_client):
     resources = client.AppsV1Api(api_client).get_api_resources().resources
     scale = {r.name: r for r in resources}["deployments/scale"]
     assert scale.group == "autoscaling" and scale.version == "v1" and scale.kind == "Scale"
+
+
+def test_deployment_owns_a_replicaset_per_template_revision(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    made = apps.create_namespaced_deployment(namespace, _deploy("web", replicas=2))
+
+    def replicasets():
+        return sorted(apps.list_namespaced_replica_set(namespace).items,
+                      key=lambda rs: int(rs.metadata.annotations["deployment.kubernetes.io/revision"]))
+
+    first = eventually(lambda: replicasets() and replicasets()[0])
+    assert first.metadata.owner_references[0].uid == made.metadata.uid and first.metadata.owner_references[0].controller
+    assert first.spec.replicas == 2 and first.metadata.labels["pod-template-hash"]
+    assert first.spec.selector.match_labels["pod-template-hash"] == first.metadata.labels["pod-template-hash"]
+    apps.patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "nginx:2"}]}}}})
+    eventually(lambda: len(replicasets()) == 2 and replicasets()[0].spec.replicas == 0)
+    newest = replicasets()[1]
+    assert newest.metadata.annotations["deployment.kubernetes.io/revision"] == "2" and newest.spec.replicas == 2
+    eventually(lambda: apps.read_namespaced_deployment("web", namespace).metadata.annotations[
+        "deployment.kubernetes.io/revision"] == "2")
+    eventually(lambda: (apps.read_namespaced_replica_set_status(newest.metadata.name, namespace)
+                        .status.ready_replicas == 2))
+    # rolling back to the first template reuses its ReplicaSet as revision 3
+    template = api_client.sanitize_for_serialization(first.spec.template)
+    del template["metadata"]["labels"]["pod-template-hash"]
+    apps.patch_namespaced_deployment("web", namespace, {"spec": {"template": template}})
+    eventually(lambda: replicasets()[-1].metadata.name == first.metadata.name)
+    rolled = replicasets()[-1]
+    assert rolled.metadata.annotations["deployment.kubernetes.io/revision"] == "3"
+    assert rolled.metadata.annotations["deployment.kubernetes.io/revision-history"] == "1"
+    apps.delete_namespaced_deployment("web", namespace)
+    eventually(lambda: not apps.list_namespaced_replica_set(namespace).items)

@@ -54,3 +54,28 @@ def test_replicaset_and_scaled_to_zero_statefulset_keep_required_replicas():
     assert simulated_status("StatefulSet", rs, "t")["replicas"] == 0
     ds = simulated_status("DaemonSet", rs, "t", nodes=3)
     assert ds["desiredNumberScheduled"] == ds["numberReady"] == 3 and ds["numberMisscheduled"] == 0
+
+
+def _deployment(image: str = "nginx:1", replicas: int = 2) -> dict:
+    return {"metadata": {"name": "web", "namespace": "d", "uid": "u1", "annotations": {"note": "x"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}, "creationTimestamp": None},
+                "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def test_deployment_plan_creates_then_reuses_replicasets_by_template():
+    from velashard.devcluster import deployments
+    first = deployments.plan(_deployment(), [])
+    assert len(first.create) == 1 and first.deployment_revision == "1"
+    rs1 = first.create[0]
+    assert rs1["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    assert rs1["metadata"]["annotations"]["note"] == "x"
+    assert rs1["metadata"]["annotations"]["deployment.kubernetes.io/max-replicas"] == "3"  # 25% surge of 2, ceil
+    assert deployments.plan(_deployment(), [rs1]).create == []
+    second = deployments.plan(_deployment("nginx:2"), [rs1])
+    rs2 = second.create[0]
+    assert rs2["metadata"]["name"] != rs1["metadata"]["name"] and second.deployment_revision == "2"
+    assert second.update[0]["spec"]["replicas"] == 0  # the old revision is scaled down
+    back = deployments.plan(_deployment(), [dict(rs1, spec=dict(rs1["spec"], replicas=0)), rs2])
+    assert back.create == [] and back.deployment_revision == "3"
+    assert back.update[0]["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"] == "1"

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from velashard.devcluster import errors, pods
+from velashard.devcluster import deployments, errors, pods
 from velashard.devcluster.nodes import NodeHeartbeat, node_ip
 from velashard.devcluster.resources import Registry, ResourceType
 from velashard.devcluster.rest import Request, RestAPI
@@ -64,7 +64,8 @@ def simulated_status(kind: str, obj: dict[str, Any], now: str, nodes: int = 1) -
             {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
              "message": "Deployment has minimum availability.", "lastUpdateTime": now, "lastTransitionTime": now},
             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-             "message": f'ReplicaSet "{meta["name"]}" has successfully progressed.', "lastUpdateTime": now,
+             "message": f'ReplicaSet "{deployments.replicaset_name(obj)}" '
+                        'has successfully progressed.', "lastUpdateTime": now,
              "lastTransitionTime": now}]
     else:
         result["currentReplicas"] = replicas
@@ -124,7 +125,9 @@ class WorkloadSimulator:
         elif event.gr in SIMULATED:
             if (meta.get("annotations") or {}).get(UNMANAGED_ANNOTATION) == "false":
                 return
-            due = simulated_status(event.obj["kind"], event.obj, "", self._node_count()) is not None
+            # any Deployment change may concern its ReplicaSets (annotations such as change-cause too)
+            due = (event.gr == ("apps", "deployments")
+                   or simulated_status(event.obj["kind"], event.obj, "", self._node_count()) is not None)
         else:
             return
         if due:
@@ -144,10 +147,34 @@ class WorkloadSimulator:
             return
         if obj["metadata"].get("deletionTimestamp"):
             return
+        if rt.kind == "Deployment":
+            obj = self._sync_replicasets(rt, obj)
         status = simulated_status(rt.kind, obj, now_rfc3339(), self._node_count())
         if status is None:
             return
         self._api.update(rt, namespace, name, dict(obj, status=status), self._req, subresource="status")
+
+    def _sync_replicasets(self, rt: ResourceType, deploy: dict[str, Any]) -> dict[str, Any]:
+        """Write the ReplicaSets of the Deployment's revisions; answers the Deployment as stored after."""
+        rs_rt = self._types.lookup("apps", "v1", "replicasets")
+        assert rs_rt is not None
+        meta = deploy["metadata"]
+        namespace = meta["namespace"]
+        items, _ = self._api.store.list(rs_rt.group_resource, namespace)
+        owned = [rs for rs in items if any(ref.get("controller") and ref.get("uid") == meta["uid"]
+                                           for ref in rs["metadata"].get("ownerReferences") or [])]
+        todo = deployments.plan(deploy, owned)
+        for rs in todo.create:
+            self._api.create(rs_rt, namespace, rs, self._req)
+        for rs in todo.update:
+            self._api.update(rs_rt, namespace, rs["metadata"]["name"], rs, self._req)
+        for name in todo.delete:
+            self._api.delete(rs_rt, namespace, name, {}, self._req)
+        if (meta.get("annotations") or {}).get(deployments.REVISION) != todo.deployment_revision:
+            result = self._api.patch(rt, namespace, meta["name"], "application/merge-patch+json", {"metadata": {
+                "annotations": {deployments.REVISION: todo.deployment_revision}}}, self._req)
+            return result.body
+        return deploy
 
     def _converge_pod(self, rt: ResourceType, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

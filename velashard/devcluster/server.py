@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors, scale
+from velashard.devcluster import errors, openapi_builtin, scale
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
@@ -560,10 +560,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
-    """A minimal OpenAPI v3 discovery: enough for kubectl to see that PATCH takes fieldValidation.
-
-    Without it kubectl refuses to apply (it insists on validating); schemas are not published, so
-    kubectl computes strategic merge patches from its built-in types and merge patches for CRDs.
+    """OpenAPI v3 discovery: PATCH takes fieldValidation (without it kubectl refuses to apply), and the
+    schemas of the built-in kinds (for kubectl explain), derived from the official client's models.
+    Custom resources' schemas are not published, so kubectl computes merge patches for them.
     """
     if not group_version_path:
         paths = {}
@@ -576,6 +575,12 @@ def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
     group, version = ("", parts[1]) if parts[0] == "api" else (parts[1] if len(parts) > 1 else "",
                                                                parts[2] if len(parts) > 2 else "")
     operations: dict[str, Any] = {}
+    kinds = [(rt.group, rt.version, rt.kind) for rt in types.resources_in(group, version) if not rt.is_custom]
+    if kinds:  # what every group-version document of kube-apiserver also carries
+        kinds += [("", "v1", "Status"), ("meta.k8s.io", "v1", "DeleteOptions")]
+        if any((g, rt_plural) in SCALABLE for g, _, rt_plural in
+               [(rt.group, rt.version, rt.plural) for rt in types.resources_in(group, version)]):
+            kinds.append(("autoscaling", "v1", "Scale"))
     for rt in types.resources_in(group, version):
         prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
@@ -585,7 +590,7 @@ def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
             "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": rt.kind},
             "responses": {"200": {"description": "OK"}}}}
     return {"openapi": "3.0.0", "info": {"title": "velashard embedded API server", "version": __version__},
-            "paths": operations, "components": {"schemas": {}}}
+            "paths": operations, "components": {"schemas": openapi_builtin.schemas_for(kinds)}}
 
 
 def _api_group(group: str, versions: list[str]) -> dict[str, Any]:

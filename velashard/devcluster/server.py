@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors, openapi_builtin, scale
+from velashard.devcluster import errors, openapi_builtin, protobuf, scale
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
@@ -239,6 +239,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if content_type == protobuf.MEDIA_TYPE:
+            try:
+                return protobuf.decode(data)
+            except (protobuf.ProtobufError, UnicodeDecodeError, KeyError, ValueError) as err:
+                raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
         if content_type not in _DECODABLE:
             raise errors.APIError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format '
                                   f'("{content_type}") - accepted media types include: '
@@ -486,8 +491,15 @@ class _Handler(BaseHTTPRequestHandler):
             body["orphanDependents"] = q["orphanDependents"].lower() == "true"
         return body
 
+    def _wants_protobuf(self, body: dict[str, Any]) -> bool:
+        """Whether the client prefers Kubernetes protobuf and the answer is of a kind we encode."""
+        first = (self.headers.get("Accept") or "").split(",")[0].split(";")[0].strip().lower()
+        return first == protobuf.MEDIA_TYPE and protobuf.encodable(body.get("apiVersion", ""), body.get("kind", ""))
+
     def _respond(self, result: Result) -> None:
-        if result.raw is not None:
+        if self._wants_protobuf(result.body):
+            self._send(result.code, raw=protobuf.encode(result.body), content_type=protobuf.MEDIA_TYPE)
+        elif result.raw is not None:
             self._send(result.code, raw=result.raw)
         else:
             self._send(result.code, result.body)
@@ -499,6 +511,9 @@ class _Handler(BaseHTTPRequestHandler):
             version = "meta.k8s.io/v1" if "v=v1;" in accept.replace(" ", "") + ";" else "meta.k8s.io/v1beta1"
             include = self._query.get("includeObject", "Metadata")
             self._send(200, to_table(rt, objects, list_meta, include, version))
+            return
+        if single and self._wants_protobuf(body):
+            self._send(200, raw=protobuf.encode(body), content_type=protobuf.MEDIA_TYPE)
             return
         self._send(200, body)
 

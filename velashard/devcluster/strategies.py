@@ -123,14 +123,28 @@ def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
         spec.setdefault("revisionHistoryLimit", 10)
         if kind == "Deployment":
             spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+            strategy = spec.get("strategy")
+            if not isinstance(strategy, dict):
+                strategy = spec["strategy"] = {}
+            strategy.setdefault("type", "RollingUpdate")  # an empty strategy ({}) is defaulted too
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                if isinstance(rolling, dict):
+                    rolling.setdefault("maxUnavailable", "25%")
+                    rolling.setdefault("maxSurge", "25%")
         elif kind == "StatefulSet":
             spec.setdefault("podManagementPolicy", "OrderedReady")
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+            update = spec.setdefault("updateStrategy", {})
+            if isinstance(update, dict):
+                update.setdefault("type", "RollingUpdate")
+                if update["type"] == "RollingUpdate":
+                    update.setdefault("rollingUpdate", {"partition": 0})
         else:
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate",
-                                               "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+            update = spec.setdefault("updateStrategy", {})
+            if isinstance(update, dict):
+                update.setdefault("type", "RollingUpdate")
+                if update["type"] == "RollingUpdate":
+                    update.setdefault("rollingUpdate", {"maxUnavailable": 1, "maxSurge": 0})
         pod_spec = _template_spec(obj)
         if pod_spec is not None:
             default_pod_spec(pod_spec)

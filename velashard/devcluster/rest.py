@@ -206,11 +206,14 @@ class RestAPI:
         if ns is None:
             raise errors.not_found("", "namespaces", namespace)
         if _meta(ns).get("deletionTimestamp"):
-            raise errors.APIError(403, "Forbidden", f'{rt.plural} "{name}" is forbidden: unable to create new content '
-                                  f"in namespace {namespace} because it is being terminated",
-                                  {"name": name, "kind": rt.plural,
-                                   "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                                               "message": f"namespace {namespace} is being terminated"}]})
+            resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+            details: dict[str, Any] = {"name": name, "kind": rt.plural}
+            if rt.group:
+                details["group"] = rt.group
+            details["causes"] = [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                  "message": f"namespace {namespace} is being terminated"}]
+            raise errors.APIError(403, "Forbidden", f'{resource} "{name}" is forbidden: unable to create new content '
+                                  f"in namespace {namespace} because it is being terminated", details)
 
     def _validate(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Schema (custom resources), metadata and kind validation; returns the pruned, defaulted object."""

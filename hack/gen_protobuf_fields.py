@@ -31,9 +31,10 @@ ROOTS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "k8s.io.api.rbac.v1.ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "k8s.io.api.rbac.v1.ClusterRoleBinding",
     ("autoscaling/v1", "Scale"): "k8s.io.api.autoscaling.v1.Scale",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "k8s.io.api.autoscaling.v2.HorizontalPodAutoscaler",
     ("meta.k8s.io/v1", "DeleteOptions"): "k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions",
 }
-API_PACKAGES = ["core/v1", "apps/v1", "batch/v1", "rbac/v1", "autoscaling/v1"]
+API_PACKAGES = ["core/v1", "apps/v1", "batch/v1", "rbac/v1", "autoscaling/v1", "autoscaling/v2"]
 MACHINERY_PACKAGES = ["pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"]
 _FIELD = re.compile(r"^\s*(optional|repeated)?\s*([\w.]+)\s+(\w+)\s*=\s*(\d+)\s*;")
 _MAP = re.compile(r"^\s*map<\s*([\w.]+)\s*,\s*([\w.]+)\s*>\s+(\w+)\s*=\s*(\d+)\s*;")

@@ -277,3 +277,18 @@ def test_deployment_owns_a_replicaset_per_template_revision(api_client, namespac
     assert rolled.metadata.annotations["deployment.kubernetes.io/revision-history"] == "1"
     apps.delete_namespaced_deployment("web", namespace)
     eventually(lambda: not apps.list_namespaced_replica_set(namespace).items)
+
+
+def test_hpa_keeps_its_target_within_bounds_through_the_scale_of_the_target(api_client, namespace):
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_deployment(namespace, _deploy("web", replicas=1))
+    client.AutoscalingV2Api(api_client).create_namespaced_horizontal_pod_autoscaler(
+        namespace, client.V2HorizontalPodAutoscaler(
+            metadata=client.V1ObjectMeta(name="web"), spec=client.V2HorizontalPodAutoscalerSpec(
+                min_replicas=2, max_replicas=4, scale_target_ref=client.V2CrossVersionObjectReference(
+                    api_version="apps/v1", kind="Deployment", name="web"))))
+    eventually(lambda: apps.read_namespaced_deployment_scale("web", namespace).spec.replicas == 2)
+    status = eventually(lambda: client.AutoscalingV2Api(api_client).read_namespaced_horizontal_pod_autoscaler_status(
+        "web", namespace).status.observed_generation and client.AutoscalingV2Api(
+        api_client).read_namespaced_horizontal_pod_autoscaler_status("web", namespace).status)
+    assert status.desired_replicas == 2

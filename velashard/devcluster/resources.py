@@ -103,6 +103,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), status=True, categories=("all",)),
     _rt("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), status=True, categories=("all",)),
     _rt("batch", "v1", "jobs", "Job", status=True, categories=("all",)),
+    _rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",), status=True,
+        categories=("all",)),
     _rt("coordination.k8s.io", "v1", "leases", "Lease"),
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
         short=("crd", "crds"), status=True),

@@ -17,7 +17,8 @@ from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # Kinds whose status is reset on create, as kube-apiserver does.
-_EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet", "ReplicationController"}
+_EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet", "ReplicationController",
+                           "HorizontalPodAutoscaler"}
 # Status counters Kubernetes serializes even when zero (no omitempty; the OpenAPI schema marks them required).
 ZERO_STATUS: dict[str, dict[str, int]] = {
     "DaemonSet": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
@@ -25,6 +26,7 @@ ZERO_STATUS: dict[str, dict[str, int]] = {
     "StatefulSet": {"replicas": 0, "availableReplicas": 0},
     "ReplicaSet": {"replicas": 0},
     "ReplicationController": {"replicas": 0},
+    "HorizontalPodAutoscaler": {"desiredReplicas": 0},
 }
 
 

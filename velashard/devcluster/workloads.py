@@ -20,6 +20,18 @@ log = logging.getLogger("velashard.devcluster.workloads")
 SIMULATED = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
              ("apps", "replicasets"), ("", "replicationcontrollers")}
 _PODS = ("", "pods")
+_HPAS = ("autoscaling", "horizontalpodautoscalers")
+
+
+def hpa_status(hpa: dict[str, Any], current: int, now: str) -> dict[str, Any]:
+    """With no metrics to act on, the autoscaler keeps the target's replicas within [minReplicas, maxReplicas]."""
+    spec = hpa.get("spec") or {}
+    desired = min(max(current, spec.get("minReplicas", 1)), spec.get("maxReplicas", current))
+    status = {"observedGeneration": hpa["metadata"].get("generation", 1), "currentReplicas": current,
+              "desiredReplicas": desired}
+    if desired != current:
+        status["lastScaleTime"] = now
+    return status
 # Workloads carrying this annotation are run by something else (the dev command's local kubelet).
 UNMANAGED_ANNOTATION = "devcluster.velashard.io/simulate"
 
@@ -122,6 +134,8 @@ class WorkloadSimulator:
         meta = event.obj["metadata"]
         if event.gr == _PODS:
             due = pods.pod_action(event.obj, self._node_names) is not None
+        elif event.gr == _HPAS:
+            due = (event.obj.get("status") or {}).get("observedGeneration") != meta.get("generation")
         elif event.gr in SIMULATED:
             if (meta.get("annotations") or {}).get(UNMANAGED_ANNOTATION) == "false":
                 return
@@ -145,6 +159,9 @@ class WorkloadSimulator:
         if gr == _PODS:
             self._converge_pod(rt, obj)
             return
+        if gr == _HPAS:
+            self._converge_hpa(rt, obj)
+            return
         if obj["metadata"].get("deletionTimestamp"):
             return
         if rt.kind == "Deployment":
@@ -153,6 +170,23 @@ class WorkloadSimulator:
         if status is None:
             return
         self._api.update(rt, namespace, name, dict(obj, status=status), self._req, subresource="status")
+
+    def _converge_hpa(self, rt: ResourceType, hpa: dict[str, Any]) -> None:
+        ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+        group = (ref.get("apiVersion") or "").rpartition("/")[0]
+        target_rt = next((t for t in self._types.all() if t.group == group and t.kind == ref.get("kind")), None)
+        meta = hpa["metadata"]
+        target = (self._api.store.get(target_rt.group_resource, (meta["namespace"], ref.get("name", "")))
+                  if target_rt is not None else None)
+        if target_rt is None or target is None:
+            return  # as the HPA controller, wait for the target to exist
+        current = (target.get("spec") or {}).get("replicas", 1)
+        status = hpa_status(hpa, current, now_rfc3339())
+        if status["desiredReplicas"] != current:
+            self._api.patch(target_rt, meta["namespace"], ref["name"], "application/merge-patch+json",
+                            {"spec": {"replicas": status["desiredReplicas"]}}, self._req)
+        self._api.update(rt, meta["namespace"], meta["name"], dict(hpa, status=status), self._req,
+                         subresource="status")
 
     def _sync_replicasets(self, rt: ResourceType, deploy: dict[str, Any]) -> dict[str, Any]:
         """Write the ReplicaSets of the Deployment's revisions; answers the Deployment as stored after."""

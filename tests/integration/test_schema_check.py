@@ -35,6 +35,9 @@ OBJECTS = [
     ("", "configmaps", {"kind": "ConfigMap", "metadata": {"name": "s"}, "data": {"a": "b"}}),
     ("", "secrets", {"kind": "Secret", "metadata": {"name": "s"}, "stringData": {"a": "b"}}),
     ("", "serviceaccounts", {"kind": "ServiceAccount", "metadata": {"name": "s"}}),
+    ("autoscaling", "horizontalpodautoscalers", {"kind": "HorizontalPodAutoscaler", "metadata": {"name": "s"},
+                                                 "spec": {"maxReplicas": 3, "scaleTargetRef": {
+                                                     "apiVersion": "apps/v1", "kind": "Deployment", "name": "s"}}}),
     ("rbac.authorization.k8s.io", "roles", {"kind": "Role", "metadata": {"name": "s"},
                                             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}),
 ]
@@ -51,13 +54,17 @@ def _call(apiserver, method: str, path: str, body: dict | None = None) -> tuple[
         return err.code, json.loads(err.read())
 
 
+def _version(group: str) -> str:
+    return "v2" if group == "autoscaling" else "v1"
+
+
 def _prefix(group: str) -> str:
-    return f"/apis/{group}/v1" if group else "/api/v1"
+    return f"/apis/{group}/{_version(group)}" if group else "/api/v1"
 
 
-def _problems(obj: dict, version: str = "v1") -> list[str]:
+def _problems(obj: dict) -> list[str]:
     kind = obj["kind"]
-    group = obj.get("apiVersion", "v1").rpartition("/")[0]
+    group, _, version = obj.get("apiVersion", "v1").rpartition("/")
     components = openapi_builtin.schemas_for([(group, version, kind)])
     root = openapi_builtin.root_component(version, kind)
     assert root is not None, f"no schema for {kind}"
@@ -68,7 +75,8 @@ def test_everything_the_server_produces_matches_its_schema(apiserver, api_client
     problems: list[str] = []
     for group, plural, body in OBJECTS:
         base = f"{_prefix(group)}/namespaces/{namespace}/{plural}"
-        code, made = _call(apiserver, "POST", base, dict(body, apiVersion=f"{group}/v1" if group else "v1"))
+        code, made = _call(apiserver, "POST", base, dict(body, apiVersion=f"{group}/{_version(group)}" if group
+                                                         else "v1"))
         assert code == 201, made
         problems += _problems(made)
     # once the simulators have written statuses (Deployments' ReplicaSets, scheduled Pods included)
@@ -76,6 +84,8 @@ def test_everything_the_server_produces_matches_its_schema(apiserver, api_client
                .status.ready_replicas == 2)
     eventually(lambda: client.CoreV1Api(api_client).read_namespaced_pod("s", namespace).status.phase == "Running")
     eventually(lambda: client.BatchV1Api(api_client).read_namespaced_job("s", namespace).status.succeeded)
+    eventually(lambda: client.AutoscalingV2Api(api_client).read_namespaced_horizontal_pod_autoscaler(
+        "s", namespace).status.observed_generation)
     for group, plural in {(g, p) for g, p, _ in OBJECTS} | {("apps", "replicasets")}:
         code, listed = _call(apiserver, "GET", f"{_prefix(group)}/namespaces/{namespace}/{plural}")
         assert code == 200 and listed["items"], (plural, listed)

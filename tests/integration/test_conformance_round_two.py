@@ -292,3 +292,29 @@ def test_hpa_keeps_its_target_within_bounds_through_the_scale_of_the_target(api_
         "web", namespace).status.observed_generation and client.AutoscalingV2Api(
         api_client).read_namespaced_horizontal_pod_autoscaler_status("web", namespace).status)
     assert status.desired_replicas == 2
+
+
+def test_more_builtin_kinds_are_served_with_typed_clients(api_client, namespace):
+    core = client.CoreV1Api(api_client)
+    pvc = core.create_namespaced_persistent_volume_claim(namespace, client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="data"), spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"], resources=client.V1VolumeResourceRequirements(
+                requests={"storage": "1Gi"}))))
+    assert pvc.status.phase == "Pending"
+    assert isinstance(core.delete_namespaced_persistent_volume_claim("data", namespace), client.V1PersistentVolumeClaim)
+    batch = client.BatchV1Api(api_client)
+    batch.create_namespaced_cron_job(namespace, client.V1CronJob(
+        metadata=client.V1ObjectMeta(name="nightly"), spec=client.V1CronJobSpec(
+            schedule="0 3 * * *", job_template=client.V1JobTemplateSpec(spec=client.V1JobSpec(
+                template=client.V1PodTemplateSpec(spec=client.V1PodSpec(restart_policy="Never", containers=[
+                    client.V1Container(name="c", image="busybox")])))))))
+    assert batch.read_namespaced_cron_job("nightly", namespace).spec.schedule == "0 3 * * *"
+    client.PolicyV1Api(api_client).create_namespaced_pod_disruption_budget(namespace, client.V1PodDisruptionBudget(
+        metadata=client.V1ObjectMeta(name="pdb"), spec=client.V1PodDisruptionBudgetSpec(
+            min_available=1, selector=client.V1LabelSelector(match_labels={"app": "web"}))))
+    client.NetworkingV1Api(api_client).create_namespaced_ingress(namespace, client.V1Ingress(
+        metadata=client.V1ObjectMeta(name="ing"), spec=client.V1IngressSpec(default_backend=client.V1IngressBackend(
+            service=client.V1IngressServiceBackend(name="web", port=client.V1ServiceBackendPort(number=80))))))
+    core.create_namespaced_limit_range(namespace, client.V1LimitRange(
+        metadata=client.V1ObjectMeta(name="lr"), spec=client.V1LimitRangeSpec(limits=[client.V1LimitRangeItem(
+            type="Container", default={"cpu": "500m"})])))

@@ -196,6 +196,10 @@ def prepare_for_create(kind: str, obj: dict[str, Any], status_subresource: bool,
             obj["status"] = {"loadBalancer": {}}
         elif kind == "CustomResourceDefinition":
             obj["status"] = {}
+        elif kind in ("PersistentVolumeClaim", "PersistentVolume"):
+            obj["status"] = {"phase": "Pending"}  # until a (here absent) binder binds it
+        elif kind in ("Ingress", "ResourceQuota", "PodDisruptionBudget", "CronJob"):
+            obj["status"] = {"loadBalancer": {}} if kind == "Ingress" else {}
     meta = obj["metadata"]
     if kind == "Namespace":
         meta["labels"] = dict(meta.get("labels") or {}, **{"kubernetes.io/metadata.name": meta["name"]})

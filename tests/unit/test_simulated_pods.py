@@ -79,3 +79,12 @@ def test_deployment_plan_creates_then_reuses_replicasets_by_template():
     back = deployments.plan(_deployment(), [dict(rs1, spec=dict(rs1["spec"], replicas=0)), rs2])
     assert back.create == [] and back.deployment_revision == "3"
     assert back.update[0]["metadata"]["annotations"]["deployment.kubernetes.io/revision-history"] == "1"
+
+
+def test_paused_deployment_rolls_nothing_out():
+    from velashard.devcluster import deployments
+    rs1 = deployments.plan(_deployment(), []).create[0]
+    paused = _deployment("nginx:2")
+    paused["spec"]["paused"] = True
+    todo = deployments.plan(paused, [rs1])
+    assert todo.create == [] and todo.update == [] and todo.deployment_revision == "1"

@@ -98,6 +98,11 @@ def plan(deploy: dict[str, Any], owned: list[dict[str, Any]]) -> Plan:
     top = max((_revision(rs) for rs in owned), default=0)
     copied = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in _NOT_COPIED}
     sizing = {DESIRED_REPLICAS: str(replicas), MAX_REPLICAS: str(replicas + _max_surge(deploy, replicas))}
+    if current is None and spec.get("paused") and owned:
+        # a paused Deployment rolls nothing out: its newest ReplicaSet stays current until it is resumed
+        current = max(owned, key=_revision)
+        result.deployment_revision = str(_revision(current))
+        return result
     if current is None:
         digest = template_hash(template)
         labels = dict((template.get("metadata") or {}).get("labels") or {}, **{HASH_LABEL: digest})

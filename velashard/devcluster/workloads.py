@@ -71,7 +71,14 @@ def simulated_status(kind: str, obj: dict[str, Any], now: str, nodes: int = 1) -
     result: dict[str, Any] = {"observedGeneration": generation, **{k: v for k, v in counts.items() if v}}
     if replicas or kind == "StatefulSet":
         result["replicas"] = replicas
-    if kind == "Deployment":
+    if kind == "Deployment" and spec.get("paused"):
+        result["conditions"] = [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+             "message": "Deployment has minimum availability.", "lastUpdateTime": now, "lastTransitionTime": now},
+            {"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused",
+             "message": "Deployment is paused", "lastUpdateTime": now, "lastTransitionTime": now}]
+        result.pop("updatedReplicas", None)
+    elif kind == "Deployment":
         result["conditions"] = [
             {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
              "message": "Deployment has minimum availability.", "lastUpdateTime": now, "lastTransitionTime": now},

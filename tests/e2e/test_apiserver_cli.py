@@ -32,6 +32,7 @@ def test_foreground_server_with_kubeconfig_and_sigterm(tmp_path):
     (["--port", "70000"], "--port"),
     (["--service-endpoint", "nonsense"], "NS/NAME=HOST:PORT"),
     (["--watch-history", "0"], "--watch-history"),
+    (["--nodes", "-1"], "--nodes"),
     (["--bogus"], "unrecognized arguments"),
 ])
 def test_bad_flags_exit_2(args, fragment):

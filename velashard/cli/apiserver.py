@@ -18,7 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watch-history", type=int, default=10_000, metavar="N",
                         help="events kept for watches that resume from a resourceVersion; older ones get 410 Expired")
     parser.add_argument("--simulate-workloads", action="store_true",
-                        help="give Deployments, StatefulSets, DaemonSets and Jobs the status their controllers would")
+                        help="give Deployments, StatefulSets, DaemonSets and Jobs the status their controllers would,"
+                             " and schedule and run Pods on simulated nodes")
+    parser.add_argument("--nodes", type=int, default=None, metavar="N",
+                        help="simulated nodes to register, with heartbeat Leases "
+                             "(default 1 with --simulate-workloads, else 0)")
     parser.add_argument("--service-endpoint", action="append", default=[], metavar="NS/NAME=HOST:PORT",
                         help="where a Service named by a webhook's clientConfig.service is reached (repeatable)")
 
@@ -42,12 +46,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")
     if args.watch_history < 1:
         raise UsageError(f"--watch-history {args.watch_history}: must be at least 1")
+    if args.nodes is not None and not 0 <= args.nodes <= 250:
+        raise UsageError(f"--nodes {args.nodes}: must be between 0 and 250")
     endpoints = parse_service_endpoints(args.service_endpoint)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         server = APIServer(host=args.host, port=args.port, watch_history=args.watch_history,
-                           simulate_workloads=args.simulate_workloads, service_endpoints=endpoints)
+                           simulate_workloads=args.simulate_workloads, service_endpoints=endpoints,
+                           nodes=args.nodes)
     except OSError as err:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
     if args.kubeconfig_out:

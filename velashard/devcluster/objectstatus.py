@@ -1,13 +1,13 @@
 """`--simulate-workloads` for the objects KubeVela's traits create beside workloads: the status the
-autoscaler, the ingress controller, the volume binder and the cloud load balancer would write."""
+ingress controller, the volume binder and the cloud load balancer would write (the autoscaler is
+simulated with the workloads it scales, in workloads.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 # (group, resource) -> kind of the objects this module gives a status
-SIMULATED = {("autoscaling", "horizontalpodautoscalers"), ("networking.k8s.io", "ingresses"),
-             ("", "persistentvolumeclaims"), ("", "services")}
+SIMULATED = {("networking.k8s.io", "ingresses"), ("", "persistentvolumeclaims"), ("", "services")}
 _LB_INGRESS = {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}
 
 
@@ -15,15 +15,6 @@ def object_status(kind: str, obj: dict[str, Any], now: str) -> dict[str, Any] | 
     """The status to write for `obj`, or None when it already has it (or its kind gets none)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     generation = obj["metadata"].get("generation", 1)
-    if kind == "HorizontalPodAutoscaler":
-        if status.get("observedGeneration") == generation:
-            return None
-        replicas = spec.get("minReplicas", 1)
-        return {"observedGeneration": generation, "currentReplicas": replicas, "desiredReplicas": replicas,
-                "conditions": [{"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale",
-                                "message": "recommended size matches current size", "lastTransitionTime": now},
-                               {"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
-                                "message": "the HPA was able to compute the replica count", "lastTransitionTime": now}]}
     if kind == "Ingress":
         return None if status.get("loadBalancer", {}).get("ingress") else _LB_INGRESS
     if kind == "PersistentVolumeClaim":

@@ -13,12 +13,18 @@ _EXTRA_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("", "pods"): frozenset({"status.phase", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                              "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName"}),
     ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("", "replicationcontrollers"): frozenset({"status.replicas"}),
     ("", "secrets"): frozenset({"type"}),
     ("", "events"): frozenset({"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                                "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"}),
     ("batch", "jobs"): frozenset({"status.successful"}),
 }
+
+# Resources with the scale subresource (autoscaling/v1 Scale).
+SCALABLE = frozenset({("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
+                      ("", "replicationcontrollers")})
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,10 @@ class ResourceType:
         if self.status_subresource:
             entries.append({"name": f"{self.plural}/status", "singularName": "", "namespaced": self.namespaced,
                             "kind": self.kind, "verbs": ["get", "patch", "update"]})
+        if self.group_resource in SCALABLE:
+            entries.append({"name": f"{self.plural}/scale", "singularName": "", "namespaced": self.namespaced,
+                            "group": "autoscaling", "version": "v1", "kind": "Scale",
+                            "verbs": ["get", "patch", "update"]})
         return entries
 
 
@@ -85,16 +95,31 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("", "v1", "services", "Service", short=("svc",), status=True, categories=("all",)),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
     _rt("", "v1", "events", "Event", short=("ev",)),
+    _rt("", "v1", "nodes", "Node", namespaced=False, short=("no",), status=True),
+    _rt("", "v1", "endpoints", "Endpoints", short=("ep",)),
+    _rt("", "v1", "limitranges", "LimitRange", short=("limits",)),
+    _rt("", "v1", "resourcequotas", "ResourceQuota", short=("quota",), status=True),
+    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), status=True),
+    _rt("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False, short=("pv",), status=True),
+    _rt("", "v1", "podtemplates", "PodTemplate"),
+    _rt("", "v1", "replicationcontrollers", "ReplicationController", short=("rc",), status=True,
+        categories=("all",)),
     _rt("apps", "v1", "deployments", "Deployment", short=("deploy",), status=True, categories=("all",)),
     _rt("apps", "v1", "statefulsets", "StatefulSet", short=("sts",), status=True, categories=("all",)),
     _rt("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), status=True, categories=("all",)),
+    _rt("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), status=True, categories=("all",)),
     _rt("batch", "v1", "jobs", "Job", status=True, categories=("all",)),
     _rt("batch", "v1", "cronjobs", "CronJob", short=("cj",), status=True, categories=("all",)),
-    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), status=True),
-    _rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",), status=True,
-        categories=("all",)),
+    _rt("apps", "v1", "controllerrevisions", "ControllerRevision"),
     _rt("networking.k8s.io", "v1", "ingresses", "Ingress", short=("ing",), status=True),
     _rt("networking.k8s.io", "v1", "ingressclasses", "IngressClass", namespaced=False),
+    _rt("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
+    _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short=("pdb",), status=True),
+    _rt("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
+    _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short=("pc",)),
+    _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=("sc",)),
+    _rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",), status=True,
+        categories=("all",)),
     _rt("coordination.k8s.io", "v1", "leases", "Lease"),
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
         short=("crd", "crds"), status=True),

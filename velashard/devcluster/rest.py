@@ -208,11 +208,14 @@ class RestAPI:
         if ns is None:
             raise errors.not_found("", "namespaces", namespace)
         if _meta(ns).get("deletionTimestamp"):
-            raise errors.APIError(403, "Forbidden", f'{rt.plural} "{name}" is forbidden: unable to create new content '
-                                  f"in namespace {namespace} because it is being terminated",
-                                  {"name": name, "kind": rt.plural,
-                                   "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                                               "message": f"namespace {namespace} is being terminated"}]})
+            resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+            details: dict[str, Any] = {"name": name, "kind": rt.plural}
+            if rt.group:
+                details["group"] = rt.group
+            details["causes"] = [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                  "message": f"namespace {namespace} is being terminated"}]
+            raise errors.APIError(403, "Forbidden", f'{resource} "{name}" is forbidden: unable to create new content '
+                                  f"in namespace {namespace} because it is being terminated", details)
 
     def _validate(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Schema (custom resources), metadata and kind validation; returns the pruned, defaulted object."""
@@ -319,6 +322,11 @@ class RestAPI:
             return result
 
         return self._update(rt, namespace, name, patched, req, subresource)
+
+    def update_with(self, rt: ResourceType, namespace: str, name: str,
+                    make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request, subresource: str) -> Result:
+        """An update computed from the stored object, for subresources (scale) that rewrite part of it."""
+        return self._update(rt, namespace, name, make_new, req, subresource)
 
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
@@ -453,14 +461,16 @@ class RestAPI:
                             finalizers + ["customresourcecleanup.apiextensions.k8s.io"]))
                     event = self.store.replace(gr, new, old_meta["resourceVersion"])
                     self._committed(rt, event)
-                    return Result(event.obj, event.raw)
+                    # kube-apiserver answers 202 only when the client explicitly asked for cascading deletion
+                    accepted = options.get("orphanDependents") is False
+                    return Result(event.obj, event.raw, 202 if accepted else 200)
                 event = self.store.remove(gr, key, old_meta["resourceVersion"])
             except errors.APIError as err:
                 if err.code == 409:
                     continue
                 raise
             self._committed(rt, event)
-            if rt.kind == "Pod" or rt.is_custom:
+            if rt.kind in strategies.RETURNS_DELETED_OBJECT or rt.is_custom:
                 return Result(event.obj, event.raw)
             details = {"name": name, "kind": rt.plural, "uid": old_meta["uid"]}
             if rt.group:

@@ -18,11 +18,12 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors
+from velashard.devcluster import errors, openapi_builtin, protobuf, scale
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
-from velashard.devcluster.resources import Registry, ResourceType
+from velashard.devcluster.nodes import NodeHeartbeat
+from velashard.devcluster.resources import SCALABLE, Registry, ResourceType
 from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
 from velashard.devcluster.tables import to_table
@@ -32,6 +33,10 @@ log = logging.getLogger("velashard.devcluster.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 ADMIN_TOKEN = "admin"
+# Request bodies this server decodes (JSON, YAML and the patch types; not Kubernetes protobuf or CBOR).
+_DECODABLE = frozenset({"application/json", "application/yaml", "application/json-patch+json",
+                        "application/merge-patch+json", "application/strategic-merge-patch+json",
+                        "application/apply-patch+yaml", "text/plain", "*/*"})
 _VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -50,14 +55,17 @@ class APIServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, watch_history: int = 10_000,
                  simulate_workloads: bool = False, service_endpoints: dict[str, str] | None = None,
-                 bookmark_interval: float = 5.0, audit_limit: int = 500_000):
+                 bookmark_interval: float = 5.0, audit_limit: int = 500_000, nodes: int | None = None):
+        """`nodes` simulated nodes are registered (default: one under `simulate_workloads`, else none)."""
         self.types = Registry()
         self.store = Store(watch_history=watch_history)
         self.admission = Admission(self.store, service_endpoints)
         self.api = RestAPI(self.store, self.types, self.admission)
         self.controllers = Controllers(self.api, self.types)
         self.api._on_commit = self.controllers.on_commit
-        self.simulator = WorkloadSimulator(self.api, self.types) if simulate_workloads else None
+        self.nodes = NodeHeartbeat(self.api, self.types, (1 if simulate_workloads else 0) if nodes is None else nodes)
+        self.simulator = (WorkloadSimulator(self.api, self.types, nodes=self.nodes) if simulate_workloads
+                          else None)
         self.audit = AuditLog(audit_limit)
         self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
@@ -77,9 +85,11 @@ class APIServer:
         assert ns_rt is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.api.create(ns_rt, "", {"metadata": {"name": name}}, Request())
+        self.nodes.register()
 
     def start(self) -> "APIServer":
         self.controllers.start()
+        self.nodes.start()
         if self.simulator is not None:
             self.simulator.start()
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
@@ -89,6 +99,7 @@ class APIServer:
 
     def serve_forever(self) -> None:
         self.controllers.start()
+        self.nodes.start()
         if self.simulator is not None:
             self.simulator.start()
         self._httpd.serve_forever(poll_interval=0.2)
@@ -101,6 +112,7 @@ class APIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.controllers.stop()
+        self.nodes.stop()
         if self.simulator is not None:
             self.simulator.stop()
 
@@ -185,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         for warning in getattr(self, "_warnings", ()):
             self.send_header("Warning", '299 - "%s"' % warning.replace("\\", "\\\\").replace('"', '\\"'))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -192,22 +206,50 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: errors.APIError) -> None:
         self._send(err.code, err.status())
 
-    def _read_body(self) -> Any:
+    def _read_raw_body(self) -> bytes:
+        """The request body, read once; an unreadable one makes the connection close after the answer."""
+        self._body_consumed = True
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self.close_connection = True
+            raise errors.APIError(411, "LengthRequired", "chunked request bodies are not supported: "
+                                  "send Content-Length")
         length = self.headers.get("Content-Length")
         if not length:
-            return None
+            return b""
         try:
             size = int(length)
         except ValueError:
+            self.close_connection = True
             raise errors.bad_request("invalid Content-Length")
         if size > MAX_BODY_BYTES:
-            self.rfile.read(size)
+            self.close_connection = True  # not worth reading; the client gets the answer, then EOF
             raise errors.APIError(413, "RequestEntityTooLarge", f"the request body is too large: {size} bytes, "
                                   f"limit {MAX_BODY_BYTES}")
-        data = self.rfile.read(size)
+        return self.rfile.read(size)
+
+    def _discard_body(self) -> None:
+        """Consume a body no handler read, so the next request on a kept-alive connection starts in sync."""
+        if self._body_consumed:
+            return
+        try:
+            self._read_raw_body()
+        except errors.APIError:
+            pass  # the connection is closed after this answer instead
+
+    def _read_body(self) -> Any:
+        data = self._read_raw_body()
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if content_type == protobuf.MEDIA_TYPE:
+            try:
+                return protobuf.decode(data)
+            except (protobuf.ProtobufError, UnicodeDecodeError, KeyError, ValueError) as err:
+                raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
+        if content_type not in _DECODABLE:
+            raise errors.APIError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format '
+                                  f'("{content_type}") - accepted media types include: '
+                                  f'{", ".join(sorted(_DECODABLE))}')
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(data)
@@ -217,6 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         self._started = time.monotonic()
+        self._body_consumed = False
         self._recorded = False
         self._code = 0
         self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
@@ -237,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as err:  # never let a request kill the server; say what went wrong
             log.exception("request failed method=%s path=%s", self.command, self.path)
             self._safe_error(errors.internal(f"{type(err).__name__}: {err}"))
+        if not self.close_connection:
+            self._discard_body()
         self._record_audit()
 
     def _record_audit(self) -> None:
@@ -250,6 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _safe_error(self, err: errors.APIError) -> None:
         try:
+            self._discard_body()
             self._send_error(err)
         except OSError:
             self.close_connection = True
@@ -345,7 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
         if rt.namespaced and name is not None and namespace is None:
             raise _not_found_path(path)
         if sub is not None and not (sub == "status" and rt.status_subresource
-                                    or sub == "finalize" and rt.kind == "Namespace"):
+                                    or sub == "finalize" and rt.kind == "Namespace"
+                                    or sub == "scale" and rt.group_resource in SCALABLE):
             raise _not_found_path(path)
         return _Route(rt, namespace, name, sub)
 
@@ -390,6 +437,9 @@ class _Handler(BaseHTTPRequestHandler):
         assert route.name is not None
         if route.subresource == "finalize" and self.command != "PUT":
             raise errors.method_not_allowed()
+        if route.subresource == "scale":
+            self._scale(route, namespace, route.name)
+            return
         if self.command in ("GET", "HEAD"):
             self._audit["verb"] = "get"
             obj = api.get(rt, namespace, route.name)
@@ -408,6 +458,22 @@ class _Handler(BaseHTTPRequestHandler):
             if route.subresource:
                 raise errors.method_not_allowed()
             self._respond(api.delete(rt, namespace, route.name, self._delete_options(), self._request()))
+        else:
+            raise errors.method_not_allowed()
+
+    def _scale(self, route: _Route, namespace: str, name: str) -> None:
+        api = self.apiserver.api
+        if self.command in ("GET", "HEAD"):
+            self._audit["verb"] = "get"
+            self._send(200, scale.get(api, route.rt, namespace, name))
+        elif self.command == "PUT":
+            self._respond(scale.write(api, route.rt, namespace, name, self._request(), body=self._read_body()))
+        elif self.command == "PATCH":
+            patch = self._read_body()
+            if patch is None:
+                raise errors.bad_request("the patch body is empty")
+            self._respond(scale.write(api, route.rt, namespace, name, self._request(), patch=patch,
+                                      content_type=self.headers.get("Content-Type") or ""))
         else:
             raise errors.method_not_allowed()
 
@@ -431,8 +497,15 @@ class _Handler(BaseHTTPRequestHandler):
             body["orphanDependents"] = q["orphanDependents"].lower() == "true"
         return body
 
+    def _wants_protobuf(self, body: dict[str, Any]) -> bool:
+        """Whether the client prefers Kubernetes protobuf and the answer is of a kind we encode."""
+        first = (self.headers.get("Accept") or "").split(",")[0].split(";")[0].strip().lower()
+        return first == protobuf.MEDIA_TYPE and protobuf.encodable(body.get("apiVersion", ""), body.get("kind", ""))
+
     def _respond(self, result: Result) -> None:
-        if result.raw is not None:
+        if self._wants_protobuf(result.body):
+            self._send(result.code, raw=protobuf.encode(result.body), content_type=protobuf.MEDIA_TYPE)
+        elif result.raw is not None:
             self._send(result.code, raw=result.raw)
         else:
             self._send(result.code, result.body)
@@ -444,6 +517,9 @@ class _Handler(BaseHTTPRequestHandler):
             version = "meta.k8s.io/v1" if "v=v1;" in accept.replace(" ", "") + ";" else "meta.k8s.io/v1beta1"
             include = self._query.get("includeObject", "Metadata")
             self._send(200, to_table(rt, objects, list_meta, include, version))
+            return
+        if single and self._wants_protobuf(body):
+            self._send(200, raw=protobuf.encode(body), content_type=protobuf.MEDIA_TYPE)
             return
         self._send(200, body)
 
@@ -505,10 +581,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
-    """A minimal OpenAPI v3 discovery: enough for kubectl to see that PATCH takes fieldValidation.
-
-    Without it kubectl refuses to apply (it insists on validating); schemas are not published, so
-    kubectl computes strategic merge patches from its built-in types and merge patches for CRDs.
+    """OpenAPI v3 discovery: PATCH takes fieldValidation (without it kubectl refuses to apply), and the
+    schemas of the built-in kinds (for kubectl explain), derived from the official client's models.
+    Custom resources' schemas are not published, so kubectl computes merge patches for them.
     """
     if not group_version_path:
         paths = {}
@@ -521,6 +596,12 @@ def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
     group, version = ("", parts[1]) if parts[0] == "api" else (parts[1] if len(parts) > 1 else "",
                                                                parts[2] if len(parts) > 2 else "")
     operations: dict[str, Any] = {}
+    kinds = [(rt.group, rt.version, rt.kind) for rt in types.resources_in(group, version) if not rt.is_custom]
+    if kinds:  # what every group-version document of kube-apiserver also carries
+        kinds += [("", "v1", "Status"), ("meta.k8s.io", "v1", "DeleteOptions")]
+        if any((g, rt_plural) in SCALABLE for g, _, rt_plural in
+               [(rt.group, rt.version, rt.plural) for rt in types.resources_in(group, version)]):
+            kinds.append(("autoscaling", "v1", "Scale"))
     for rt in types.resources_in(group, version):
         prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
@@ -530,7 +611,7 @@ def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:
             "x-kubernetes-group-version-kind": {"group": group, "version": version, "kind": rt.kind},
             "responses": {"200": {"description": "OK"}}}}
     return {"openapi": "3.0.0", "info": {"title": "velashard embedded API server", "version": __version__},
-            "paths": operations, "components": {"schemas": {}}}
+            "paths": operations, "components": {"schemas": openapi_builtin.schemas_for(kinds)}}
 
 
 def _api_group(group: str, versions: list[str]) -> dict[str, Any]:

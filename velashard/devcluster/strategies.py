@@ -18,7 +18,24 @@ from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 # Kinds whose status is reset on create, as kube-apiserver does.
-_EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+_EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet", "ReplicationController",
+                           "HorizontalPodAutoscaler"}
+# Status counters Kubernetes serializes even when zero (no omitempty; the OpenAPI schema marks them required).
+ZERO_STATUS: dict[str, dict[str, int]] = {
+    "DaemonSet": {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0,
+                  "numberReady": 0},
+    "StatefulSet": {"replicas": 0, "availableReplicas": 0},
+    "ReplicaSet": {"replicas": 0},
+    "ReplicationController": {"replicas": 0},
+    "HorizontalPodAutoscaler": {"desiredReplicas": 0},
+}
+
+
+# Kinds whose registry answers DELETE with the deleted object instead of a Status (kube-apiserver's
+# `ReturnDeletedObject`; the official client's delete_* methods declare these return types).
+# Custom resources answer with the object too.
+RETURNS_DELETED_OBJECT = frozenset({"Pod", "Service", "ServiceAccount", "PersistentVolume", "PersistentVolumeClaim",
+                                    "PodTemplate", "ResourceQuota"})
 
 
 def name_rule(kind: str) -> str:
@@ -95,20 +112,43 @@ def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
     """Defaulting kube-apiserver performs on decode (a subset covering the fields users notice)."""
     policy.apply_defaults(kind, obj)
     spec = obj.get("spec")
-    if kind in ("Deployment", "StatefulSet", "DaemonSet") and isinstance(spec, dict):
+    if kind in ("ReplicaSet", "ReplicationController") and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        spec.setdefault("minReadySeconds", 0)
+        template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+        if kind == "ReplicationController" and not spec.get("selector") and isinstance(template_labels, dict):
+            spec["selector"] = dict(template_labels)  # an RC's selector defaults to its template's labels
+        pod_spec = _template_spec(obj)
+        if pod_spec is not None:
+            default_pod_spec(pod_spec)
+    elif kind in ("Deployment", "StatefulSet", "DaemonSet") and isinstance(spec, dict):
         if kind != "DaemonSet":
             spec.setdefault("replicas", 1)
         spec.setdefault("revisionHistoryLimit", 10)
         if kind == "Deployment":
             spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+            strategy = spec.get("strategy")
+            if not isinstance(strategy, dict):
+                strategy = spec["strategy"] = {}
+            strategy.setdefault("type", "RollingUpdate")  # an empty strategy ({}) is defaulted too
+            if strategy["type"] == "RollingUpdate":
+                rolling = strategy.setdefault("rollingUpdate", {})
+                if isinstance(rolling, dict):
+                    rolling.setdefault("maxUnavailable", "25%")
+                    rolling.setdefault("maxSurge", "25%")
         elif kind == "StatefulSet":
             spec.setdefault("podManagementPolicy", "OrderedReady")
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+            update = spec.setdefault("updateStrategy", {})
+            if isinstance(update, dict):
+                update.setdefault("type", "RollingUpdate")
+                if update["type"] == "RollingUpdate":
+                    update.setdefault("rollingUpdate", {"partition": 0})
         else:
-            spec.setdefault("updateStrategy", {"type": "RollingUpdate",
-                                               "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+            update = spec.setdefault("updateStrategy", {})
+            if isinstance(update, dict):
+                update.setdefault("type", "RollingUpdate")
+                if update["type"] == "RollingUpdate":
+                    update.setdefault("rollingUpdate", {"maxUnavailable": 1, "maxSurge": 0})
         pod_spec = _template_spec(obj)
         if pod_spec is not None:
             default_pod_spec(pod_spec)
@@ -149,7 +189,7 @@ def prepare_for_create(kind: str, obj: dict[str, Any], status_subresource: bool,
         if is_custom:
             obj.pop("status", None)
         elif kind in _EMPTY_STATUS_ON_CREATE:
-            obj["status"] = {}
+            obj["status"] = dict(ZERO_STATUS.get(kind, {}))
         elif kind == "Pod":
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
         elif kind == "Namespace":
@@ -158,6 +198,10 @@ def prepare_for_create(kind: str, obj: dict[str, Any], status_subresource: bool,
             obj["status"] = {"loadBalancer": {}}
         elif kind == "CustomResourceDefinition":
             obj["status"] = {}
+        elif kind in ("PersistentVolumeClaim", "PersistentVolume"):
+            obj["status"] = {"phase": "Pending"}  # until a (here absent) binder binds it
+        elif kind in ("Ingress", "ResourceQuota", "PodDisruptionBudget", "CronJob"):
+            obj["status"] = {"loadBalancer": {}} if kind == "Ingress" else {}
     meta = obj["metadata"]
     if kind == "Namespace":
         meta["labels"] = dict(meta.get("labels") or {}, **{"kubernetes.io/metadata.name": meta["name"]})
@@ -211,7 +255,9 @@ def prepare_for_update(kind: str, new: dict[str, Any], old: dict[str, Any], stat
     if subresource == "status":
         merged = copy.copy(old)
         merged["metadata"] = old["metadata"]
-        if "status" in new:
+        if isinstance(new.get("status"), dict) and kind in ZERO_STATUS:
+            merged["status"] = {**ZERO_STATUS[kind], **new["status"]}
+        elif "status" in new:
             merged["status"] = new["status"]
         else:
             merged.pop("status", None)
@@ -403,6 +449,7 @@ _VALIDATORS = {
     "Deployment": _validate_workload,
     "StatefulSet": _validate_workload,
     "DaemonSet": _validate_workload,
+    "ReplicaSet": _validate_workload,
     "Job": _validate_job,
     "Service": _validate_service,
     "Secret": _validate_secret,

@@ -76,14 +76,55 @@ def _ports(obj: dict[str, Any]) -> str:
     return ",".join(f'{p.get("port")}/{p.get("protocol", "TCP")}' for p in ports) or "<none>"
 
 
+def _container_statuses(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return (obj.get("status") or {}).get("containerStatuses") or []
+
+
+def _pod_ready(obj: dict[str, Any]) -> str:
+    ready = sum(1 for c in _container_statuses(obj) if c.get("ready"))
+    return f'{ready}/{len((obj.get("spec") or {}).get("containers") or [])}'
+
+
+def _pod_status(obj: dict[str, Any]) -> str:
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return (obj.get("status") or {}).get("phase", "")
+
+
+def _node_status(obj: dict[str, Any]) -> str:
+    ready = [c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+    text = "Ready" if ready and ready[0].get("status") == "True" else "NotReady"
+    return text + (",SchedulingDisabled" if (obj.get("spec") or {}).get("unschedulable") else "")
+
+
+def _node_roles(obj: dict[str, Any]) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = sorted(k[len(prefix):] for k in obj["metadata"].get("labels") or {} if k.startswith(prefix))
+    return ",".join(roles) or "<none>"
+
+
+_REPLICA_COLUMNS: list[tuple[Any, ...]] = [
+    ("Desired", "integer", lambda o: (o.get("spec") or {}).get("replicas", 0)),
+    ("Current", "integer", lambda o: (o.get("status") or {}).get("replicas", 0)),
+    ("Ready", "integer", lambda o: (o.get("status") or {}).get("readyReplicas", 0))]
+
+
 # Extra columns for the built-in kinds users look at most: (name, type, getter).
-_BUILTIN_COLUMNS: dict[str, list[tuple[str, str, Callable[[dict[str, Any]], Any]]]] = {
-    "Pod": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", "")),
-            ("Node", "string", lambda o: (o.get("spec") or {}).get("nodeName") or "<none>")],
+# (name, type, getter[, priority]): priority 1 columns show only with -o wide.
+_BUILTIN_COLUMNS: dict[str, list[tuple[Any, ...]]] = {
+    "Pod": [("Ready", "string", _pod_ready), ("Status", "string", _pod_status),
+            ("Restarts", "integer", lambda o: sum(c.get("restartCount", 0) for c in _container_statuses(o))),
+            ("IP", "string", lambda o: (o.get("status") or {}).get("podIP") or "<none>", 1),
+            ("Node", "string", lambda o: (o.get("spec") or {}).get("nodeName") or "<none>", 1)],
     "Deployment": [("Ready", "string", _ready),
                    ("Up-to-date", "integer", lambda o: (o.get("status") or {}).get("updatedReplicas", 0)),
                    ("Available", "integer", lambda o: (o.get("status") or {}).get("availableReplicas", 0))],
     "StatefulSet": [("Ready", "string", _ready)],
+    "ReplicaSet": _REPLICA_COLUMNS,
+    "ReplicationController": _REPLICA_COLUMNS,
+    "Node": [("Status", "string", _node_status), ("Roles", "string", _node_roles),
+             ("Version", "string", lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion",
+                                                                                                  ""))],
     "Namespace": [("Status", "string", lambda o: (o.get("status") or {}).get("phase", ""))],
     "Service": [("Type", "string", lambda o: (o.get("spec") or {}).get("type", "")),
                 ("Cluster-IP", "string", lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),
@@ -106,8 +147,9 @@ def to_table(rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[st
                             "priority": col.get("priority", 0)})
             getters.append(lambda o, c=col: _cell(jsonpath(o, c.get("jsonPath", "")), c.get("type", "string")))
     else:
-        for name, ctype, getter in _BUILTIN_COLUMNS.get(rt.kind, []):
-            columns.append({"name": name, "type": ctype, "format": "", "description": "", "priority": 0})
+        for name, ctype, getter, *priority in _BUILTIN_COLUMNS.get(rt.kind, []):
+            columns.append({"name": name, "type": ctype, "format": "", "description": "",
+                            "priority": priority[0] if priority else 0})
             getters.append(getter)
         columns.append({"name": "Age", "type": "string", "format": "", "priority": 0,
                         "description": "CreationTimestamp is a timestamp representing the server time when this "

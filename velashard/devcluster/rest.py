@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from velashard.devcluster import errors, strategies
+from velashard.devcluster import errors, managed_fields, strategies
 from velashard.devcluster.admission import Admission, Attributes
 from velashard.devcluster.openapi_schema import apply_schema
 from velashard.devcluster.resources import Registry, ResourceType
@@ -43,6 +43,9 @@ class Request:
 
     user: dict[str, Any] = field(default_factory=lambda: dict(SYSTEM_USER))
     dry_run: bool = False
+    manager: str = "kube-controller-manager"  # the field manager its writes are recorded under
+    force: bool = False  # server-side apply takes conflicting fields
+    write: managed_fields.Write | None = None
 
 
 @dataclass
@@ -258,6 +261,7 @@ class RestAPI:
         meta["generation"] = 1
         strategies.prepare_for_create(rt.kind, obj, rt.status_subresource, rt.is_custom, self._ips.allocate)
         obj = self._validate(rt, obj)
+        self._record_managers(rt, None, obj, req, None)
         self._admit_validating("CREATE", rt, None, namespace, name, obj, None, req)
         if req.dry_run:
             return Result(obj, code=201)
@@ -293,8 +297,7 @@ class RestAPI:
                                       "- accepted media types include: application/json-patch+json, "
                                       "application/merge-patch+json, application/apply-patch+yaml")
         elif kind == "application/apply-patch+yaml":
-            raise errors.APIError(415, "UnsupportedMediaType", "server-side apply is not supported by the embedded "
-                                  "API server; use client-side apply (kubectl apply without --server-side)")
+            return self._server_side_apply(rt, namespace, name, patch, req, subresource)
         else:
             raise errors.unsupported_media_type(content_type)
 
@@ -317,6 +320,39 @@ class RestAPI:
             return result
 
         return self._update(rt, namespace, name, patched, req, subresource)
+
+    def _server_side_apply(self, rt: ResourceType, namespace: str, name: str, config: Any, req: Request,
+                           subresource: str | None) -> Result:
+        """Apply a configuration (create it when absent); the rules live in `managed_fields`."""
+        if not isinstance(config, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        if (config.get("metadata") or {}).get("managedFields") is not None:
+            raise errors.bad_request("metadata.managedFields must be nil")
+        config = self._check_body(rt, copy.deepcopy(config))
+        if config["metadata"].get("name") not in (None, name):
+            raise errors.bad_request(f"the name of the object ({config['metadata']['name']}) does not match the "
+                                     f"name on the URL ({name})")
+        write = managed_fields.Write(req.manager, managed_fields.APPLY, config, req.force)
+        req = Request(req.user, req.dry_run, req.manager, req.force, write)
+        try:
+            return self._update(rt, namespace, name,
+                                lambda old: managed_fields.apply(rt, old, config, write, subresource), req, subresource)
+        except errors.APIError as err:
+            if err.code != 404 or subresource or self.store.get(rt.group_resource, (
+                    namespace if rt.namespaced else "", name)) is not None:
+                raise
+        created = managed_fields.apply(rt, None, config, write, None)
+        created["metadata"]["name"] = name
+        return self.create(rt, namespace, created, req)
+
+    def _record_managers(self, rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], req: Request,
+                         subresource: str | None) -> None:
+        write = req.write or managed_fields.Write(req.manager)
+        entries = managed_fields.record(rt, old, new, write, subresource, now_rfc3339())
+        if entries:
+            _meta(new)["managedFields"] = entries
+        else:
+            _meta(new).pop("managedFields", None)
 
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
@@ -365,6 +401,7 @@ class RestAPI:
             new = self._validate(rt, new)
             if strategies.spec_changed(old, new, rt.status_subresource):
                 new["metadata"] = dict(_meta(new), generation=old_meta.get("generation", 1) + 1)
+            self._record_managers(rt, old, new, req, subresource)
             if new == old:
                 return Result(old)  # a no-op update writes nothing, as in kube-apiserver
             self._admit_validating("UPDATE", rt, subresource, namespace, name, new, old, req)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors
+from velashard.devcluster import errors, managed_fields
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
@@ -394,6 +394,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._respond(api.update(rt, namespace, route.name, self._read_body(), self._request(),
                                      route.subresource))
         elif self.command == "PATCH":
+            content_type = self.headers.get("Content-Type") or ""
+            managed_fields.validate_patch_options(self._query.get("fieldManager"), self._query.get("force"),
+                                                  content_type.startswith("application/apply-patch"))
             body = self._read_body()
             if body is None:
                 raise errors.bad_request("the patch body is empty")
@@ -410,7 +413,9 @@ class _Handler(BaseHTTPRequestHandler):
         dry_run = self._query.get("dryRun")
         if dry_run not in (None, "All"):
             raise errors.bad_request(f'unsupported dryRun value "{dry_run}": only "All" is supported')
-        return Request(user=self._user, dry_run=dry_run == "All")
+        manager = managed_fields.manager_name(self._query.get("fieldManager"), self.headers.get("User-Agent") or "")
+        return Request(user=self._user, dry_run=dry_run == "All", manager=manager,
+                       force=self._query.get("force", "").lower() == "true")
 
     def _delete_options(self) -> dict[str, Any]:
         body = self._read_body() or {}

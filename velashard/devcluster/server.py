@@ -6,9 +6,13 @@ semantic decision lives in `rest`, `store`, `admission` and `controllers`.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import os
 import socket
+import ssl
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors, managed_fields
+from velashard.devcluster import access, errors, managed_fields, review_protobuf
 from velashard.devcluster.admission import Admission
+from velashard.devcluster.authn import ANONYMOUS, service_account_user, split_service_account
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
 from velashard.devcluster.resources import Registry, ResourceType
@@ -27,6 +32,7 @@ from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
 from velashard.devcluster.tables import to_table
 from velashard.devcluster.workloads import WorkloadSimulator
+from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
 log = logging.getLogger("velashard.devcluster.server")
 
@@ -56,13 +62,16 @@ class APIServer:
         self.admission = Admission(self.store, service_endpoints)
         self.api = RestAPI(self.store, self.types, self.admission)
         self.controllers = Controllers(self.api, self.types)
-        self.api._on_commit = self.controllers.on_commit
+        self.access = access.Access(self.api, self.types)
+        access.register_types(self.types)
+        self.api._on_commit = self._on_commit
         self.simulator = WorkloadSimulator(self.api, self.types) if simulate_workloads else None
         self.audit = AuditLog(audit_limit)
         self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
         self._httpd = _HTTPServer((host, port), _Handler)
         self._httpd.apiserver = self
+        self.ca, self._httpd.tls = _tls_context(host)
         self.host, self.port = host, self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
         self.kubeconfig: str | None = None  # path of the first kubeconfig written
@@ -72,11 +81,24 @@ class APIServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def secure_url(self) -> str:
+        """The same port speaks TLS; kubectl sends credentials only over https."""
+        return f"https://{self.host}:{self.port}"
+
     def _bootstrap(self) -> None:
         ns_rt = self.types.lookup("", "v1", "namespaces")
         assert ns_rt is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.api.create(ns_rt, "", {"metadata": {"name": name}}, Request())
+        for obj in access.bootstrap_policy():
+            rt = self.types.for_kind(obj["apiVersion"], obj["kind"])
+            assert rt is not None
+            self.api.create(rt, "", obj, Request(manager="kube-apiserver"))
+
+    def _on_commit(self, rt: ResourceType, event: Any) -> None:
+        self.controllers.on_commit(rt, event)
+        self.access.on_commit(rt, event)
 
     def start(self) -> "APIServer":
         self.controllers.start()
@@ -107,15 +129,26 @@ class APIServer:
     def kubeconfig_document(self, user: str = ADMIN_TOKEN, namespace: str = "default") -> dict[str, Any]:
         return {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "velashard-dev", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "velashard-dev", "cluster": {
+                "server": self.secure_url,
+                "certificate-authority-data": base64.b64encode(self.ca.cert_pem).decode()}}],
             "users": [{"name": user, "user": {"token": user}}],
             "contexts": [{"name": "velashard-dev", "context": {"cluster": "velashard-dev", "user": user,
                                                                 "namespace": namespace}}],
             "current-context": "velashard-dev",
         }
 
+    def add_user(self, token: str, username: str | None = None) -> None:
+        """Accept bearer `token` as `username` (default: the token itself; ServiceAccount names get SA groups)."""
+        username = username or token
+        sa = split_service_account(username)
+        groups = service_account_user(*sa)["groups"][:-1] if sa else []
+        if token != ADMIN_TOKEN:
+            self.access.authn.add_token(token, username, groups)
+
     def write_kubeconfig(self, path: str, user: str = ADMIN_TOKEN) -> str:
         """Write a kubeconfig whose bearer token names `user`; the first one written becomes `self.kubeconfig`."""
+        self.add_user(user)
         with open(path, "w") as fh:
             yaml.safe_dump(self.kubeconfig_document(user), fh, sort_keys=False)
         if self.kubeconfig is None:
@@ -127,6 +160,19 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     apiserver: APIServer
+    tls: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Plain HTTP and TLS share the port: a TLS handshake starts with byte 0x16."""
+        try:
+            request.settimeout(30)
+            first = request.recv(1, socket.MSG_PEEK)
+            request.settimeout(None)
+            if first == b"\x16":
+                request = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        super().finish_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up (a closed watch, a killed process) are normal; anything else is logged."""
@@ -135,25 +181,6 @@ class _HTTPServer(ThreadingHTTPServer):
         if isinstance(err, (ConnectionError, TimeoutError)):
             return
         log.exception("connection from %s failed", client_address)
-
-
-def user_from_headers(headers: Any) -> dict[str, Any]:
-    """The request's identity: impersonation or front-proxy headers, else the bearer token names the user."""
-    name = headers.get("Impersonate-User") or headers.get("X-Remote-User")
-    groups = headers.get_all("Impersonate-Group") or headers.get_all("X-Remote-Group") or []
-    if not name:
-        auth = headers.get("Authorization") or ""
-        if auth.lower().startswith("bearer ") and auth[7:].strip():
-            name = auth[7:].strip()
-    if not name:
-        return {"username": "system:anonymous", "uid": "", "groups": ["system:unauthenticated"]}
-    groups = list(groups) + ["system:authenticated"]
-    if name == ADMIN_TOKEN:
-        groups.insert(0, "system:masters")
-    if name.startswith("system:serviceaccount:"):
-        namespace = name.split(":")[2] if name.count(":") >= 3 else ""
-        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"] + groups
-    return {"username": name, "uid": "", "groups": groups}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -190,7 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: errors.APIError) -> None:
         self._send(err.code, err.status())
 
-    def _read_body(self) -> Any:
+    def _read_body(self, protobuf_kind: str = "") -> Any:
+        self._body_read = True
         length = self.headers.get("Content-Length")
         if not length:
             return None
@@ -206,6 +234,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if content_type == "application/vnd.kubernetes.protobuf" and protobuf_kind:
+            try:
+                return review_protobuf.decode(data, protobuf_kind)
+            except (review_protobuf.ProtobufError, UnicodeDecodeError) as err:
+                raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
+        if content_type == "application/vnd.kubernetes.protobuf":
+            raise errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                  "accepted media types include: application/json, application/yaml")
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(data)
@@ -216,15 +252,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         self._started = time.monotonic()
         self._recorded = False
+        self._body_read = False
         self._code = 0
         self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
                                        "resource": "", "subresource": "",
                                        "namespace": "", "name": "", "apiGroup": ""}
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        self._user = user_from_headers(self.headers)
+        self._user = ANONYMOUS
         path = parts.path.rstrip("/") or "/"
         try:
+            self._user = self.apiserver.access.identify(self.headers)
+            self._authorize_path(path)
             self._route(path)
         except errors.APIError as err:
             self._safe_error(err)
@@ -244,6 +283,11 @@ class _Handler(BaseHTTPRequestHandler):
             durationMs=round((time.monotonic() - self._started) * 1000, 3), **self._audit)
 
     def _safe_error(self, err: errors.APIError) -> None:
+        if not self._body_read:  # refused before reading (401, 403): the body must not be taken for a request
+            try:
+                self._read_body()
+            except (errors.APIError, OSError):
+                self.close_connection = True
         try:
             self._send_error(err)
         except OSError:
@@ -252,6 +296,28 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
     # --- routing ---------------------------------------------------------------------------------
+
+    def _authorize_path(self, path: str) -> None:
+        """Requests outside the resource URLs (discovery, health, version) are authorized by path."""
+        segments = [s for s in path.split("/") if s]
+        if segments[:1] == ["api"] and len(segments) >= 3 or segments[:1] == ["apis"] and len(segments) >= 4:
+            return  # a resource request: authorized once its route is known
+        verb = "get" if self.command in ("GET", "HEAD") else self.command.lower()
+        self.apiserver.access.check(self._user, self.apiserver.access.attributes(
+            self._user, verb=verb, path=path, resource_request=False))
+
+    def _authorize(self, route: _Route) -> None:
+        q, verb = self._query, _VERB_BY_METHOD.get(self.command, "get")
+        if self.command in ("GET", "HEAD"):
+            watching = q.get("watch", "").lower() in ("true", "1")
+            verb = "watch" if watching else ("get" if route.name is not None else "list")
+        elif self.command == "DELETE" and route.name is None:
+            verb = "deletecollection"
+        namespace = route.namespace or (route.name or "" if route.rt.plural == "namespaces" and not route.rt.group
+                                        else "")
+        self.apiserver.access.check(self._user, self.apiserver.access.attributes(
+            self._user, verb=verb, namespace=namespace, api_group=route.rt.group, resource=route.rt.plural,
+            subresource=route.subresource or "", name=route.name or ""))
 
     def _route(self, path: str) -> None:
         srv = self.apiserver
@@ -314,6 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._parse_route(group, version, segments, path)
         self._audit.update(resource=route.rt.plural, subresource=route.subresource or "",
                            namespace=route.namespace or "", name=route.name or "", apiGroup=group)
+        self._authorize(route)
         if route.name is None:
             self._collection(route)
         else:
@@ -340,7 +407,8 @@ class _Handler(BaseHTTPRequestHandler):
         if rt.namespaced and name is not None and namespace is None:
             raise _not_found_path(path)
         if sub is not None and not (sub == "status" and rt.status_subresource
-                                    or sub == "finalize" and rt.kind == "Namespace"):
+                                    or sub == "finalize" and rt.kind == "Namespace"
+                                    or sub == "token" and rt.kind == "ServiceAccount"):
             raise _not_found_path(path)
         return _Route(rt, namespace, name, sub)
 
@@ -349,6 +417,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _collection(self, route: _Route) -> None:
         q = self._query
         api, rt = self.apiserver.api, route.rt
+        if access.is_review(rt):
+            if self.command != "POST":
+                raise errors.method_not_allowed()
+            self._send(201, self.apiserver.access.review(rt, route.namespace or "", self._read_body(rt.kind),
+                                                             self._user))
+            return
         if self.command in ("GET", "HEAD"):
             if q.get("watch", "").lower() in ("true", "1"):
                 self._audit["verb"] = "watch"
@@ -383,8 +457,14 @@ class _Handler(BaseHTTPRequestHandler):
         api, rt = self.apiserver.api, route.rt
         namespace = route.namespace or ""
         assert route.name is not None
-        if route.subresource == "finalize" and self.command != "PUT":
+        if route.subresource == "finalize" and self.command != "PUT" or (route.subresource == "token") != (
+                self.command == "POST"):
             raise errors.method_not_allowed()
+        if route.subresource == "token":
+            self._audit["verb"] = "create"
+            self._send(201, self.apiserver.access.token_request(namespace, route.name,
+                                                                   self._read_body("TokenRequest")))
+            return
         if self.command in ("GET", "HEAD"):
             self._audit["verb"] = "get"
             obj = api.get(rt, namespace, route.name)
@@ -501,6 +581,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def _tls_context(host: str) -> tuple[KeyPair, ssl.SSLContext]:
+    ca = make_ca("velashard-dev-apiserver-ca")
+    hosts = list(dict.fromkeys([host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", "127.0.0.1",
+                                "localhost", "kubernetes.default.svc"]))
+    serving = make_serving_cert(ca, hosts)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as tmp:  # ssl loads keys from files only
+        cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        with open(cert, "wb") as fh:
+            fh.write(serving.cert_pem + ca.cert_pem)
+        with open(key, "wb") as fh:
+            fh.write(serving.key_pem)
+        context.load_cert_chain(cert, key)
+    return ca, context
 
 
 def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:

@@ -213,9 +213,13 @@ def _clean(value: Any) -> Any:
 
 
 def remove(obj: dict[str, Any], paths: Iterable[Path], shapes: Shapes) -> dict[str, Any]:
-    """`obj` without the given member paths; maps left empty by the removal go too."""
+    """`obj` without the given member paths; maps and lists left empty by the removal go too.
+
+    Shorter paths go first: removing a list-map item takes its fields with it, while removing its
+    key field first would leave an item that no path names any more.
+    """
     result = obj
-    for path in sorted(paths, key=len, reverse=True):
+    for path in sorted(paths, key=len):
         result = _remove_one(result, path, shapes, ())
     return result
 
@@ -231,7 +235,7 @@ def _remove_one(node: Any, path: Path, shapes: Shapes, names: tuple[str, ...]) -
             del out[text]
         else:
             child = _remove_one(node[text], rest, shapes, names + (text,))
-            if isinstance(child, dict) and not child and node[text]:
+            if isinstance(child, (dict, list)) and not child and node[text]:
                 del out[text]
             else:
                 out[text] = child

@@ -95,6 +95,17 @@ def test_update_takes_changed_fields_from_appliers():
     assert entry["operation"] == "Update" and entry["apiVersion"] == "apps/v1" and entry["time"] == LATER
 
 
+def test_status_writes_leave_the_owners_of_other_fields_alone():
+    live = applied_by(DEPLOYMENTS, None, deployment(), "kubectl")
+    new = dict(live, status={"replicas": 2})
+    new["metadata"] = dict(live["metadata"])
+    new["metadata"]["managedFields"] = record(DEPLOYMENTS, live, new, Write("kube-controller-manager"), "status",
+                                              LATER)
+    assert owned(new, "kubectl") == owned(live, "kubectl")
+    entry = next(e for e in new["metadata"]["managedFields"] if e["manager"] == "kube-controller-manager")
+    assert entry["subresource"] == "status" and entry["fieldsV1"] == {"f:status": {"f:replicas": {}}}
+
+
 def test_sets_merge_and_crd_list_types_follow_the_schema():
     schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],

@@ -293,22 +293,28 @@ def record(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], wr
         previous = next((e.fields for e in entries if e.identity() == me), frozenset())
         mine = (previous | changed) - removed
         taken = changed
-    present = new_leaves.keys()
+    status_scope = subresource == "status"
+
+    def present(path: Path) -> bool:
+        # Fields outside what this write could change (status vs the rest) stay as they are.
+        in_scope = (path[:1] == ("f:status",)) == status_scope or not (status_scope or rt.status_subresource)
+        return path in new_leaves if in_scope else True
+
     out: list[Entry] = []
     found = False
     for entry in entries:
         if entry.identity() == me:
             found = True
-            fields = frozenset(p for p in mine if p in present)
+            fields = frozenset(p for p in mine if present(p))
             touched = fields != entry.fields or bool(changed or removed)
             out.append(Entry(entry.manager, entry.operation, rt.api_version, entry.subresource,
                              now if touched else entry.time, fields))
             continue
-        fields = frozenset(p for p in entry.fields if p in present and p not in taken)
+        fields = frozenset(p for p in entry.fields if present(p) and p not in taken)
         out.append(Entry(entry.manager, entry.operation, entry.api_version, entry.subresource, entry.time, fields))
     if not found:
         out.append(Entry(write.manager, write.operation, rt.api_version, subresource or "", now,
-                         frozenset(p for p in mine if p in present)))
+                         frozenset(p for p in mine if present(p))))
     return encode(out)
 
 

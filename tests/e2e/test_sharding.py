@@ -264,6 +264,13 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     assert shard in ("shard-a", "shard-b")  # scheduled at admission, not later
     removed = kube.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: None}}}, "apps")
     assert shard_of(removed) == shard  # a removed label comes back
+    # alice may edit applications (RBAC); only the shard-label guard stops her moving one.
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
+        "metadata": {"name": "app-editor"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
+                                                       "verbs": ["get", "patch", "update"]}]})
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+        "metadata": {"name": "alice-app-editor"}, "subjects": [{"kind": "User", "name": "alice"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-editor"}})
     alice = KubeClient.from_kubeconfig(server.write_kubeconfig(str(tmp_path / "alice"), user="alice"),
                                        shard_id="alice")
     other = "shard-a" if shard == "shard-b" else "shard-b"

@@ -28,6 +28,7 @@ SA_PREFIX = "system:serviceaccount:"
 DEFAULT_EXPIRATION = 3600
 MIN_EXPIRATION = 600
 MAX_EXPIRATION = 1 << 32
+_VERIFIED_CACHE = 4096
 
 UserInfo = dict[str, Any]
 # (group, resource, namespace, name) -> the object or None
@@ -70,6 +71,7 @@ class Authenticator:
         self._kid = hashlib.sha256(self._key).hexdigest()[:16]
         self._lock = threading.Lock()
         self._static: dict[str, UserInfo] = {}
+        self._verified: dict[str, dict[str, Any]] = {}
         self.add_token(ADMIN_TOKEN, ADMIN_TOKEN, ["system:masters"])
 
     def add_token(self, token: str, username: str, groups: list[str] | None = None) -> None:
@@ -115,6 +117,17 @@ class Authenticator:
         return f"{header}.{body}.{signature}", claims["exp"]
 
     def _service_account_token(self, token: str, now: float) -> UserInfo:
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = self._verify(token)
+            with self._lock:
+                if len(self._verified) >= _VERIFIED_CACHE:
+                    self._verified.clear()
+                self._verified[token] = claims
+        return self._check_claims(claims, now)
+
+    def _verify(self, token: str) -> dict[str, Any]:
+        """The claims of a token this server signed (the signature is checked once per token)."""
         header, body, signature = token.split(".")
         expected = _b64(hmac.new(self._key, f"{header}.{body}".encode(), hashlib.sha256).digest())
         if not hmac.compare_digest(expected, signature):
@@ -122,10 +135,18 @@ class Authenticator:
         try:
             claims = json.loads(_unb64(body))
             private = claims["kubernetes.io"]
-            namespace, sa = private["namespace"], private["serviceaccount"]
-            expires = int(claims["exp"])
+            well_formed = (isinstance(private["namespace"], str) and isinstance(private["serviceaccount"]["name"], str)
+                           and isinstance(claims["exp"], int))
         except (ValueError, KeyError, TypeError):
             raise unauthorized()
+        if not well_formed:
+            raise unauthorized()
+        return claims
+
+    def _check_claims(self, claims: dict[str, Any], now: float) -> UserInfo:
+        """Still valid: not expired, for us, and the objects it is bound to are the same ones."""
+        private = claims["kubernetes.io"]
+        namespace, sa, expires = private["namespace"], private["serviceaccount"], int(claims["exp"])
         if now >= expires or ISSUER not in (claims.get("aud") or []):
             raise unauthorized()
         live = self._lookup("", "serviceaccounts", namespace, sa.get("name", ""))

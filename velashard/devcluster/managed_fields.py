@@ -145,6 +145,7 @@ class Entry:
     subresource: str
     time: str
     fields: FieldSet
+    raw: dict[str, Any] | None = None  # the stored fieldsV1 of `fields`, reused while they do not change
 
     def identity(self) -> tuple[str, str, str, str]:
         # An applier is one manager whatever version it applied; updaters are per version.
@@ -153,7 +154,7 @@ class Entry:
     def encode(self) -> dict[str, Any]:
         out: dict[str, Any] = {"manager": self.manager, "operation": self.operation, "apiVersion": self.api_version,
                                "time": self.time, "fieldsType": "FieldsV1",
-                               "fieldsV1": fieldset.to_fields_v1(self.fields)}
+                               "fieldsV1": self.raw if self.raw is not None else fieldset.to_fields_v1(self.fields)}
         if self.subresource:
             out["subresource"] = self.subresource
         return out
@@ -175,7 +176,7 @@ def decode(obj: dict[str, Any] | None) -> list[Entry]:
             continue
         entries.append(Entry(str(raw["manager"]), str(raw.get("operation") or UPDATE), str(raw.get("apiVersion") or ""),
                              str(raw.get("subresource") or ""), str(raw.get("time") or ""),
-                             fieldset.from_fields_v1(raw.get("fieldsV1") or {})))
+                             fieldset.from_fields_v1(raw.get("fieldsV1") or {}), raw.get("fieldsV1")))
     return entries
 
 
@@ -311,7 +312,8 @@ def record(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], wr
                              now if touched else entry.time, fields))
             continue
         fields = frozenset(p for p in entry.fields if present(p) and p not in taken)
-        out.append(Entry(entry.manager, entry.operation, entry.api_version, entry.subresource, entry.time, fields))
+        out.append(Entry(entry.manager, entry.operation, entry.api_version, entry.subresource, entry.time, fields,
+                         entry.raw if fields == entry.fields else None))
     if not found:
         out.append(Entry(write.manager, write.operation, rt.api_version, subresource or "", now,
                          frozenset(p for p in mine if present(p))))

@@ -113,26 +113,20 @@ def _equal(a: Any, b: Any) -> bool:
 # --- FieldsV1 ------------------------------------------------------------------------------------
 
 def to_fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
-    members = set(paths)
+    """The FieldsV1 form: nested objects, keys sorted, `.` first in a member that has children."""
     root: dict[str, Any] = {}
-    for path in members:
+    members: set[int] = set()
+    for path in sorted(paths):  # a member sorts before its children, so `.` is written first
         node = root
         for element in path:
-            node = node.setdefault(element, {})
-    return _mark_members(root, members)
-
-
-def _mark_members(root: dict[str, Any], paths: set[Path]) -> dict[str, Any]:
-    """Nodes that are members and have children get a `.` entry; leaf members are empty objects."""
-    def visit(node: dict[str, Any], path: Path) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        children = {k: v for k, v in node.items() if k != "."}
-        if children and path in paths:
-            out["."] = {}
-        for key in sorted(children):
-            out[key] = visit(children[key], path + (key,))
-        return out
-    return visit(root, ())
+            child = node.get(element)
+            if child is None:
+                if not node and id(node) in members:
+                    node["."] = {}
+                child = node[element] = {}
+            node = child
+        members.add(id(node))
+    return root
 
 
 def from_fields_v1(fields: Any) -> FieldSet:

@@ -178,7 +178,7 @@ class _HTTPServer(ThreadingHTTPServer):
         """Clients that hang up (a closed watch, a killed process) are normal; anything else is logged."""
         import sys
         err = sys.exc_info()[1]
-        if isinstance(err, (ConnectionError, TimeoutError)):
+        if isinstance(err, (ConnectionError, TimeoutError, ssl.SSLError)):  # incl. TLS alerts from a dying client
             return
         log.exception("connection from %s failed", client_address)
 

@@ -54,6 +54,7 @@ def test_kubectl_server_side_apply_conflict_and_force(apiserver, namespace: str,
     live = json.loads(kubectl("get", "deployment", "web", "-o", "json", "--show-managed-fields").stdout)
     assert live["spec"]["replicas"] == 3
     owners = managers(live)
+    assert "ops" in owners, live["metadata"]
     assert "f:replicas" in owners["ops"]["fieldsV1"]["f:spec"] and owners["ops"]["operation"] == "Apply"
     assert "f:replicas" not in owners["kubectl"]["fieldsV1"]["f:spec"]
     # Client-side apply and edits are recorded as Update operations under the client's own name.
@@ -110,3 +111,19 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart(make_apiserver) -> None
     finally:
         api.close()
         helm_config.close()
+
+
+def test_status_writes_keep_the_appliers_fields(make_apiserver) -> None:
+    from velashard.devcluster.rest import Request
+    server = make_apiserver()
+    rt = server.types.lookup("apps", "v1", "deployments")
+    config_ = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    server.api.patch(rt, "default", "d", "application/apply-patch+yaml", config_, Request(manager="kubectl"))
+    stored = server.api.get(rt, "default", "d")
+    # In-process writers may hand back the stored object itself; that must not cost anyone their fields.
+    server.api.update(rt, "default", "d", dict(stored, status={"replicas": 1}), Request(), "status")
+    after = managers(server.api.get(rt, "default", "d"))
+    assert after["kubectl"]["operation"] == "Apply" and "f:spec" in after["kubectl"]["fieldsV1"]
+    assert after["kube-controller-manager"]["fieldsV1"] == {"f:status": {"f:replicas": {}}}

@@ -251,6 +251,11 @@ def apply(rt: ResourceType, live: dict[str, Any] | None, applied: dict[str, Any]
     base = copy.deepcopy(live) if live else {}
     base.get("metadata", {}).pop("managedFields", None)
     merged = fieldset.merge(base, applied, shapes)
+    # Optimistic concurrency applies only when the configuration itself names a resourceVersion.
+    merged.setdefault("metadata", {})
+    merged["metadata"] = {k: v for k, v in merged["metadata"].items() if k != "resourceVersion"}
+    if (applied.get("metadata") or {}).get("resourceVersion"):
+        merged["metadata"]["resourceVersion"] = applied["metadata"]["resourceVersion"]
     applied_set = frozenset(tracked_leaves(rt, applied, subresource))
     entries = decode(live)
     me = _apply_identity(write.manager, subresource)

@@ -184,12 +184,14 @@ class RestAPI:
             raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API "
                                      f"version ({rt.api_version})" if api_version != rt.api_version else
                                      f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        body = dict(body)  # callers may pass a stored object: change copies, never theirs
         body["apiVersion"], body["kind"] = rt.api_version, rt.kind
         meta = body.get("metadata")
         if meta is None:
-            meta = body["metadata"] = {}
+            meta = {}
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
+        meta = body["metadata"] = dict(meta)
         for key in ("labels", "annotations"):
             value = meta.get(key)
             if value is not None and (not isinstance(value, dict)
@@ -349,10 +351,12 @@ class RestAPI:
                          subresource: str | None) -> None:
         write = req.write or managed_fields.Write(req.manager)
         entries = managed_fields.record(rt, old, new, write, subresource, now_rfc3339())
+        meta = dict(_meta(new))  # a copy: a status write shares the stored object's metadata
         if entries:
-            _meta(new)["managedFields"] = entries
+            meta["managedFields"] = entries
         else:
-            _meta(new).pop("managedFields", None)
+            meta.pop("managedFields", None)
+        new["metadata"] = meta
 
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,

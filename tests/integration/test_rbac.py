@@ -56,6 +56,8 @@ def bind(admin: client.ApiClient, rules: list[dict], namespace: str = "apps", cl
 
 def test_service_account_token_identity_and_unknown_tokens(cluster, tmp_path: Path) -> None:
     server, admin, token = cluster
+    # Every namespace gets a `default` ServiceAccount, as in a cluster.
+    assert client.CoreV1Api(admin).read_namespaced_service_account("default", "apps").metadata.name == "default"
     shard = client_for(server, token, tmp_path)
     review = client.AuthenticationV1Api(shard).create_self_subject_review({"metadata": {}})
     assert review.status.user_info.username == SHARD

@@ -163,7 +163,14 @@ class Access:
         return self._api.store.list((RBAC_GROUP, resource), None)[0]
 
     def on_commit(self, rt: ResourceType, event: Any) -> None:
-        """RBAC objects changed: drop the authorizer's index and refresh aggregated ClusterRoles."""
+        """RBAC objects changed: drop the authorizer's index and refresh aggregated ClusterRoles.
+
+        A new namespace gets its `default` ServiceAccount, as kube-controller-manager's
+        serviceaccount controller gives it.
+        """
+        if rt.group == "" and rt.plural == "namespaces" and event.type == "ADDED":
+            self._default_service_account(event.obj["metadata"]["name"])
+            return
         if rt.group != RBAC_GROUP or rt.plural not in RBAC_RESOURCES:
             return
         self.authz.invalidate()
@@ -173,6 +180,18 @@ class Access:
                 self.aggregate()
             finally:
                 self._aggregating = False
+
+    def _default_service_account(self, namespace: str) -> None:
+        from velashard.devcluster.rest import Request
+        rt = self._types.lookup("", "v1", "serviceaccounts")
+        assert rt is not None
+        try:
+            self._api.create(rt, namespace, {"metadata": {"name": "default"}},
+                             Request(user=dict(_RBAC_USER), manager="kube-controller-manager"))
+        except errors.APIError as err:
+            if err.code != 409:
+                log.warning("creating the default service account failed namespace=%s err=%s", namespace,
+                            err.message)
 
     def aggregate(self) -> None:
         """Fill aggregated ClusterRoles until none changes (aggregations may chain)."""

@@ -85,3 +85,13 @@ def writers_by_app(records: list[dict]) -> dict[str, list[str]]:
         if not seq or seq[-1] != shard:
             seq.append(shard)
     return out
+
+
+def grant_tenant(kube: KubeClient, user: str) -> None:
+    """RBAC for a tenant who edits applications (enforced once the API server authorizes requests)."""
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
+        "metadata": {"name": "app-tenant"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
+                                                       "verbs": ["get", "list", "create", "update", "patch"]}]})
+    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+        "metadata": {"name": f"{user}-app-tenant"}, "subjects": [{"kind": "User", "name": user}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-tenant"}})

@@ -17,7 +17,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
 from tests.e2e.helpers import free_port
-from tests.e2e.helpers import RUNTIME_NS, shard_of, shard_pod, stop_processes
+from tests.e2e.helpers import RUNTIME_NS, grant_tenant, shard_of, shard_pod, stop_processes
 from tests.e2e.test_sharding import app, webhook_serving
 from tests.integration.helpers import eventually
 
@@ -28,16 +28,6 @@ def refuses(port: int) -> bool:
         return False
     except OSError:
         return True
-
-
-def grant_tenant(kube: KubeClient, user: str) -> None:
-    """RBAC for a tenant who edits applications (enforced once the API server authorizes requests)."""
-    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
-        "metadata": {"name": "app-tenant"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
-                                                       "verbs": ["get", "list", "create", "update", "patch"]}]})
-    kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
-        "metadata": {"name": f"{user}-app-tenant"}, "subjects": [{"kind": "User", "name": user}],
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-tenant"}})
 
 
 def test_users_write_while_the_master_is_down(tmp_path):

@@ -20,8 +20,8 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, MUTATING_WEBHOOKS, NAMESPACES
-from tests.e2e.helpers import (RUNTIME_NS, free_port, shard_of, shard_pod, stop_processes, wait_for_shard_leases,
-                               writers_by_app)
+from tests.e2e.helpers import (RUNTIME_NS, free_port, grant_tenant, shard_of, shard_pod, stop_processes,
+                               wait_for_shard_leases, writers_by_app)
 from tests.integration.helpers import eventually
 
 @pytest.fixture(scope="module")
@@ -234,8 +234,7 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
     assert shard in ("shard-a", "shard-b")  # scheduled at admission, not later
     removed = kube.patch(APPLICATIONS, "hooked", {"metadata": {"labels": {labels.SCHEDULED_SHARD_ID: None}}}, "apps")
     assert shard_of(removed) == shard  # a removed label comes back
-    from tests.e2e.test_master_down import grant_tenant
-    grant_tenant(kube, "alice")
+    grant_tenant(kube, "alice")  # alice may edit applications (RBAC); only the shard-label guard stops a move
     alice = KubeClient.from_kubeconfig(server.write_kubeconfig(str(tmp_path / "alice"), user="alice"),
                                        shard_id="alice")
     other = "shard-a" if shard == "shard-b" else "shard-b"

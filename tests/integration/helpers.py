@@ -43,8 +43,10 @@ def raw_request(api_client: Any, method: str, path: str, body: bytes | str | Non
     req.add_header("Content-Type", "application/json")
     for key, value in (headers or {}).items():
         req.add_header(key, value)
+    import ssl
+    context = ssl.create_default_context(cafile=config.ssl_ca_cert) if config.ssl_ca_cert else None
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=context) as resp:
             payload = resp.read()
             code = resp.status
     except urllib.error.HTTPError as err:

@@ -90,6 +90,10 @@ def test_object_selector_matches_old_or_new_and_identity_headers(cluster, hook):
     # Removing the label on update: the new object matches, so the webhook is called.
     core.patch_namespaced_config_map("labelled", "default", {"metadata": {"labels": {"shard": None}}})
     assert len(hook.reviews) == 2 and hook.reviews[-1]["request"]["oldObject"]["metadata"]["labels"] == {"shard": "a"}
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding("default", {
+        "metadata": {"name": "alice-edit"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                        "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]})
     api.set_default_header("Impersonate-User", "alice")
     core.patch_namespaced_config_map("plain", "default", {"data": {"x": "y"}})
     assert hook.reviews[-1]["request"]["userInfo"]["username"] == "alice"

@@ -22,7 +22,7 @@ def _headers() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("method,path", [
-    ("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews"),  # a group the server does not serve
+    ("POST", "/apis/nosuch.example.com/v1/widgets"),  # a group the server does not serve
     ("POST", "/api/v1/namespaces/default/nosuchthings"),
     ("PUT", "/api/v1/namespaces/default/configmaps/absent/nosub"),
     ("POST", "/api/v1/namespaces/default/configmaps/x"),  # POST on an object: method not allowed

@@ -231,7 +231,9 @@ def test_warn_sends_a_warning_header_and_audit_annotates(cluster):
     token = api.configuration.api_key.get("authorization") or api.configuration.api_key.get("BearerToken")
     req = urllib.request.Request(f"{api.configuration.host}/api/v1/namespaces/default/configmaps", data=body.encode(),
                                  method="POST", headers={"Content-Type": "application/json", "Authorization": token})
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    import ssl
+    context = ssl.create_default_context(cafile=api.configuration.ssl_ca_cert) if api.configuration.ssl_ca_cert else None
+    with urllib.request.urlopen(req, timeout=10, context=context) as resp:
         assert resp.status == 201
         assert resp.headers.get_all("Warning") == [
             "299 - \"Validation failed for ValidatingAdmissionPolicy 'hint' with binding 'hint': "

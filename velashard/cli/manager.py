@@ -17,6 +17,7 @@ from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.kube.client import KubeClient, load_configuration
+from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
 from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
@@ -83,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="KubeVela's switch for the admission webhooks: --use-webhook=false is --disable-webhooks "
                         "(default: the master serves them)")
     p.add_argument("--controller-identity", default=None,
-                   help="the user this controller acts as (default system:serviceaccount:<namespace>:vela-core); "
-                        "it may move applications between shards")
+                   help="the user this controller acts as (default: who a SelfSubjectReview says we are, else "
+                        "system:serviceaccount:<namespace>:vela-core); it may move applications between shards")
     p.add_argument("--shard-admin-users", default="", help="comma-separated users who may move applications")
     p.add_argument("--application-revision-limit", type=int, default=10,
                    help="ApplicationRevisions kept per application (default 10)")
@@ -211,7 +212,10 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     if args.disable_webhooks:
         return
     gates = parse_feature_gates(args.feature_gates)
-    identity = args.controller_identity or f"system:serviceaccount:{args.namespace}:vela-core"
+    # The guard must trust whoever this master runs as: ask the API server unless told.
+    identity = (args.controller_identity or whoami(client)
+                or f"system:serviceaccount:{args.namespace}:vela-core")
+    log.info("controller identity", extra=fields(identity=identity))
     webhooks = WebhookRunner(client, WebhookOptions(
         port=args.webhook_port, namespace=args.namespace, service_name=args.webhook_service_name,
         mutating_name=args.mutating_webhook_configuration_name,

@@ -151,7 +151,7 @@ class LocalKubelet:
                  "--metrics-addr", f"127.0.0.1:{pod.metrics_port}", "--health-addr", f"127.0.0.1:{pod.health_port}"]
         if any(a == "--shard-id=master" for a in args) or "--shard-id" not in " ".join(args):
             args += ["--webhook-port", str(pod.webhook_port), "--webhook-url",
-                     f"https://127.0.0.1:{pod.webhook_port}", "--controller-identity", "admin"]
+                     f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview
         return [sys.executable, "-m", "velashard.cli.main", *args]
 
     def _supervise(self, pod: LocalPod) -> None:

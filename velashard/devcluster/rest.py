@@ -15,10 +15,10 @@ import json
 import random
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from velashard.devcluster import errors, strategies
+from velashard.devcluster import errors, managed_fields, strategies
 from velashard.devcluster.admission import Admission, Attributes
 from velashard.devcluster.openapi_schema import apply_schema
 from velashard.devcluster.resources import Registry, ResourceType
@@ -45,6 +45,9 @@ class Request:
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)  # admission warnings for the response
     annotations: dict[str, str] = field(default_factory=dict)  # admission audit annotations
+    manager: str = "kube-controller-manager"  # the field manager its writes are recorded under
+    force: bool = False  # server-side apply takes conflicting fields
+    write: managed_fields.Write | None = None
 
 
 @dataclass
@@ -183,12 +186,14 @@ class RestAPI:
             raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API "
                                      f"version ({rt.api_version})" if api_version != rt.api_version else
                                      f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        body = dict(body)  # callers may pass a stored object: change copies, never theirs
         body["apiVersion"], body["kind"] = rt.api_version, rt.kind
         meta = body.get("metadata")
         if meta is None:
-            meta = body["metadata"] = {}
+            meta = {}
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
+        meta = body["metadata"] = dict(meta)
         for key in ("labels", "annotations"):
             value = meta.get(key)
             if value is not None and (not isinstance(value, dict)
@@ -263,6 +268,7 @@ class RestAPI:
         meta["generation"] = 1
         strategies.prepare_for_create(rt.kind, obj, rt.status_subresource, rt.is_custom, self._ips.allocate)
         obj = self._validate(rt, obj)
+        self._record_managers(rt, None, obj, req, None)
         self._admit_validating("CREATE", rt, None, namespace, name, obj, None, req)
         if req.dry_run:
             return Result(obj, code=201)
@@ -298,8 +304,7 @@ class RestAPI:
                                       "- accepted media types include: application/json-patch+json, "
                                       "application/merge-patch+json, application/apply-patch+yaml")
         elif kind == "application/apply-patch+yaml":
-            raise errors.APIError(415, "UnsupportedMediaType", "server-side apply is not supported by the embedded "
-                                  "API server; use client-side apply (kubectl apply without --server-side)")
+            return self._server_side_apply(rt, namespace, name, patch, req, subresource)
         else:
             raise errors.unsupported_media_type(content_type)
 
@@ -327,6 +332,40 @@ class RestAPI:
                     make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request, subresource: str) -> Result:
         """An update computed from the stored object, for subresources (scale) that rewrite part of it."""
         return self._update(rt, namespace, name, make_new, req, subresource)
+    def _server_side_apply(self, rt: ResourceType, namespace: str, name: str, config: Any, req: Request,
+                           subresource: str | None) -> Result:
+        """Apply a configuration (create it when absent); the rules live in `managed_fields`."""
+        if not isinstance(config, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        if (config.get("metadata") or {}).get("managedFields") is not None:
+            raise errors.bad_request("metadata.managedFields must be nil")
+        config = self._check_body(rt, copy.deepcopy(config))
+        if config["metadata"].get("name") not in (None, name):
+            raise errors.bad_request(f"the name of the object ({config['metadata']['name']}) does not match the "
+                                     f"name on the URL ({name})")
+        write = managed_fields.Write(req.manager, managed_fields.APPLY, config, req.force)
+        req = replace(req, write=write)
+        try:
+            return self._update(rt, namespace, name,
+                                lambda old: managed_fields.apply(rt, old, config, write, subresource), req, subresource)
+        except errors.APIError as err:
+            if err.code != 404 or subresource or self.store.get(rt.group_resource, (
+                    namespace if rt.namespaced else "", name)) is not None:
+                raise
+        created = managed_fields.apply(rt, None, config, write, None)
+        created["metadata"]["name"] = name
+        return self.create(rt, namespace, created, req)
+
+    def _record_managers(self, rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], req: Request,
+                         subresource: str | None) -> None:
+        write = req.write or managed_fields.Write(req.manager)
+        entries = managed_fields.record(rt, old, new, write, subresource, now_rfc3339())
+        meta = dict(_meta(new))  # a copy: a status write shares the stored object's metadata
+        if entries:
+            meta["managedFields"] = entries
+        else:
+            meta.pop("managedFields", None)
+        new["metadata"] = meta
 
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
@@ -375,6 +414,7 @@ class RestAPI:
             new = self._validate(rt, new)
             if strategies.spec_changed(old, new, rt.status_subresource):
                 new["metadata"] = dict(_meta(new), generation=old_meta.get("generation", 1) + 1)
+            self._record_managers(rt, old, new, req, subresource)
             if new == old:
                 return Result(old)  # a no-op update writes nothing, as in kube-apiserver
             self._admit_validating("UPDATE", rt, subresource, namespace, name, new, old, req)

@@ -6,9 +6,13 @@ semantic decision lives in `rest`, `store`, `admission` and `controllers`.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import os
 import socket
+import ssl
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import errors, openapi_builtin, protobuf, scale
+from velashard.devcluster import access, errors, managed_fields, openapi_builtin, protobuf, review_protobuf, scale
 from velashard.devcluster.admission import Admission
+from velashard.devcluster.authn import ANONYMOUS, service_account_user, split_service_account
 from velashard.devcluster.audit import AuditLog
 from velashard.devcluster.controllers import Controllers
 from velashard.devcluster.nodes import NodeHeartbeat
@@ -28,6 +33,7 @@ from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
 from velashard.devcluster.tables import to_table
 from velashard.devcluster.workloads import WorkloadSimulator
+from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
 log = logging.getLogger("velashard.devcluster.server")
 
@@ -62,7 +68,9 @@ class APIServer:
         self.admission = Admission(self.store, service_endpoints)
         self.api = RestAPI(self.store, self.types, self.admission)
         self.controllers = Controllers(self.api, self.types)
-        self.api._on_commit = self.controllers.on_commit
+        self.access = access.Access(self.api, self.types)
+        access.register_types(self.types)
+        self.api._on_commit = self._on_commit
         self.nodes = NodeHeartbeat(self.api, self.types, (1 if simulate_workloads else 0) if nodes is None else nodes)
         self.simulator = (WorkloadSimulator(self.api, self.types, nodes=self.nodes) if simulate_workloads
                           else None)
@@ -71,6 +79,7 @@ class APIServer:
         self.stopping = threading.Event()
         self._httpd = _HTTPServer((host, port), _Handler)
         self._httpd.apiserver = self
+        self.ca, self._httpd.tls = _tls_context(host)
         self.host, self.port = host, self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
         self.kubeconfig: str | None = None  # path of the first kubeconfig written
@@ -80,12 +89,25 @@ class APIServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def secure_url(self) -> str:
+        """The same port speaks TLS; kubectl sends credentials only over https."""
+        return f"https://{self.host}:{self.port}"
+
     def _bootstrap(self) -> None:
         ns_rt = self.types.lookup("", "v1", "namespaces")
         assert ns_rt is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.api.create(ns_rt, "", {"metadata": {"name": name}}, Request())
+        for obj in access.bootstrap_policy():
+            rt = self.types.for_kind(obj["apiVersion"], obj["kind"])
+            assert rt is not None
+            self.api.create(rt, "", obj, Request(manager="kube-apiserver"))
         self.nodes.register()
+
+    def _on_commit(self, rt: ResourceType, event: Any) -> None:
+        self.controllers.on_commit(rt, event)
+        self.access.on_commit(rt, event)
 
     def start(self) -> "APIServer":
         self.controllers.start()
@@ -119,15 +141,26 @@ class APIServer:
     def kubeconfig_document(self, user: str = ADMIN_TOKEN, namespace: str = "default") -> dict[str, Any]:
         return {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "velashard-dev", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "velashard-dev", "cluster": {
+                "server": self.secure_url,
+                "certificate-authority-data": base64.b64encode(self.ca.cert_pem).decode()}}],
             "users": [{"name": user, "user": {"token": user}}],
             "contexts": [{"name": "velashard-dev", "context": {"cluster": "velashard-dev", "user": user,
                                                                 "namespace": namespace}}],
             "current-context": "velashard-dev",
         }
 
+    def add_user(self, token: str, username: str | None = None) -> None:
+        """Accept bearer `token` as `username` (default: the token itself; ServiceAccount names get SA groups)."""
+        username = username or token
+        sa = split_service_account(username)
+        groups = service_account_user(*sa)["groups"][:-1] if sa else []
+        if token != ADMIN_TOKEN:
+            self.access.authn.add_token(token, username, groups)
+
     def write_kubeconfig(self, path: str, user: str = ADMIN_TOKEN) -> str:
         """Write a kubeconfig whose bearer token names `user`; the first one written becomes `self.kubeconfig`."""
+        self.add_user(user)
         with open(path, "w") as fh:
             yaml.safe_dump(self.kubeconfig_document(user), fh, sort_keys=False)
         if self.kubeconfig is None:
@@ -139,33 +172,27 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     apiserver: APIServer
+    tls: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """Plain HTTP and TLS share the port: a TLS handshake starts with byte 0x16."""
+        try:
+            request.settimeout(30)
+            first = request.recv(1, socket.MSG_PEEK)
+            request.settimeout(None)
+            if first == b"\x16":
+                request = self.tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        super().finish_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up (a closed watch, a killed process) are normal; anything else is logged."""
         import sys
         err = sys.exc_info()[1]
-        if isinstance(err, (ConnectionError, TimeoutError)):
+        if isinstance(err, (ConnectionError, TimeoutError, ssl.SSLError)):  # incl. TLS alerts from a dying client
             return
         log.exception("connection from %s failed", client_address)
-
-
-def user_from_headers(headers: Any) -> dict[str, Any]:
-    """The request's identity: impersonation or front-proxy headers, else the bearer token names the user."""
-    name = headers.get("Impersonate-User") or headers.get("X-Remote-User")
-    groups = headers.get_all("Impersonate-Group") or headers.get_all("X-Remote-Group") or []
-    if not name:
-        auth = headers.get("Authorization") or ""
-        if auth.lower().startswith("bearer ") and auth[7:].strip():
-            name = auth[7:].strip()
-    if not name:
-        return {"username": "system:anonymous", "uid": "", "groups": ["system:unauthenticated"]}
-    groups = list(groups) + ["system:authenticated"]
-    if name == ADMIN_TOKEN:
-        groups.insert(0, "system:masters")
-    if name.startswith("system:serviceaccount:"):
-        namespace = name.split(":")[2] if name.count(":") >= 3 else ""
-        groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"] + groups
-    return {"username": name, "uid": "", "groups": groups}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -236,11 +263,17 @@ class _Handler(BaseHTTPRequestHandler):
         except errors.APIError:
             pass  # the connection is closed after this answer instead
 
-    def _read_body(self) -> Any:
+    def _read_body(self, protobuf_kind: str = "") -> Any:
+        """The decoded body; `protobuf_kind` names a review or token kind, decoded by review_protobuf."""
         data = self._read_raw_body()
         if not data.strip():
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip().lower()
+        if content_type == protobuf.MEDIA_TYPE and protobuf_kind:
+            try:
+                return review_protobuf.decode(data, protobuf_kind)
+            except (review_protobuf.ProtobufError, UnicodeDecodeError) as err:
+                raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
         if content_type == protobuf.MEDIA_TYPE:
             try:
                 return protobuf.decode(data)
@@ -267,11 +300,13 @@ class _Handler(BaseHTTPRequestHandler):
                                        "namespace": "", "name": "", "apiGroup": ""}
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        self._user = user_from_headers(self.headers)
+        self._user = ANONYMOUS
         self._warnings: list[str] = []
         self._annotations: dict[str, str] = {}
         path = parts.path.rstrip("/") or "/"
         try:
+            self._user = self.apiserver.access.identify(self.headers)
+            self._authorize_path(path)
             self._route(path)
         except errors.APIError as err:
             self._safe_error(err)
@@ -303,6 +338,28 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
 
     # --- routing ---------------------------------------------------------------------------------
+
+    def _authorize_path(self, path: str) -> None:
+        """Requests outside the resource URLs (discovery, health, version) are authorized by path."""
+        segments = [s for s in path.split("/") if s]
+        if segments[:1] == ["api"] and len(segments) >= 3 or segments[:1] == ["apis"] and len(segments) >= 4:
+            return  # a resource request: authorized once its route is known
+        verb = "get" if self.command in ("GET", "HEAD") else self.command.lower()
+        self.apiserver.access.check(self._user, self.apiserver.access.attributes(
+            self._user, verb=verb, path=path, resource_request=False))
+
+    def _authorize(self, route: _Route) -> None:
+        q, verb = self._query, _VERB_BY_METHOD.get(self.command, "get")
+        if self.command in ("GET", "HEAD"):
+            watching = q.get("watch", "").lower() in ("true", "1")
+            verb = "watch" if watching else ("get" if route.name is not None else "list")
+        elif self.command == "DELETE" and route.name is None:
+            verb = "deletecollection"
+        namespace = route.namespace or (route.name or "" if route.rt.plural == "namespaces" and not route.rt.group
+                                        else "")
+        self.apiserver.access.check(self._user, self.apiserver.access.attributes(
+            self._user, verb=verb, namespace=namespace, api_group=route.rt.group, resource=route.rt.plural,
+            subresource=route.subresource or "", name=route.name or ""))
 
     def _route(self, path: str) -> None:
         srv = self.apiserver
@@ -365,6 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
         route = self._parse_route(group, version, segments, path)
         self._audit.update(resource=route.rt.plural, subresource=route.subresource or "",
                            namespace=route.namespace or "", name=route.name or "", apiGroup=group)
+        self._authorize(route)
         if route.name is None:
             self._collection(route)
         else:
@@ -392,7 +450,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _not_found_path(path)
         if sub is not None and not (sub == "status" and rt.status_subresource
                                     or sub == "finalize" and rt.kind == "Namespace"
-                                    or sub == "scale" and rt.group_resource in SCALABLE):
+                                    or sub == "scale" and rt.group_resource in SCALABLE
+                                    or sub == "token" and rt.kind == "ServiceAccount"):
             raise _not_found_path(path)
         return _Route(rt, namespace, name, sub)
 
@@ -401,6 +460,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _collection(self, route: _Route) -> None:
         q = self._query
         api, rt = self.apiserver.api, route.rt
+        if access.is_review(rt):
+            if self.command != "POST":
+                raise errors.method_not_allowed()
+            self._send(201, self.apiserver.access.review(rt, route.namespace or "", self._read_body(rt.kind),
+                                                             self._user))
+            return
         if self.command in ("GET", "HEAD"):
             if q.get("watch", "").lower() in ("true", "1"):
                 self._audit["verb"] = "watch"
@@ -435,10 +500,16 @@ class _Handler(BaseHTTPRequestHandler):
         api, rt = self.apiserver.api, route.rt
         namespace = route.namespace or ""
         assert route.name is not None
-        if route.subresource == "finalize" and self.command != "PUT":
+        if route.subresource == "finalize" and self.command != "PUT" or (route.subresource == "token") != (
+                self.command == "POST"):
             raise errors.method_not_allowed()
         if route.subresource == "scale":
             self._scale(route, namespace, route.name)
+            return
+        if route.subresource == "token":
+            self._audit["verb"] = "create"
+            self._send(201, self.apiserver.access.token_request(namespace, route.name,
+                                                                   self._read_body("TokenRequest")))
             return
         if self.command in ("GET", "HEAD"):
             self._audit["verb"] = "get"
@@ -449,6 +520,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._respond(api.update(rt, namespace, route.name, self._read_body(), self._request(),
                                      route.subresource))
         elif self.command == "PATCH":
+            content_type = self.headers.get("Content-Type") or ""
+            managed_fields.validate_patch_options(self._query.get("fieldManager"), self._query.get("force"),
+                                                  content_type.startswith("application/apply-patch"))
             body = self._read_body()
             if body is None:
                 raise errors.bad_request("the patch body is empty")
@@ -481,8 +555,10 @@ class _Handler(BaseHTTPRequestHandler):
         dry_run = self._query.get("dryRun")
         if dry_run not in (None, "All"):
             raise errors.bad_request(f'unsupported dryRun value "{dry_run}": only "All" is supported')
+        manager = managed_fields.manager_name(self._query.get("fieldManager"), self.headers.get("User-Agent") or "")
         return Request(user=self._user, dry_run=dry_run == "All", warnings=self._warnings,
-                       annotations=self._annotations)
+                       annotations=self._annotations, manager=manager,
+                       force=self._query.get("force", "").lower() == "true")
 
     def _delete_options(self) -> dict[str, Any]:
         body = self._read_body() or {}
@@ -578,6 +654,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def _tls_context(host: str) -> tuple[KeyPair, ssl.SSLContext]:
+    ca = make_ca("velashard-dev-apiserver-ca")
+    hosts = list(dict.fromkeys([host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", "127.0.0.1",
+                                "localhost", "kubernetes.default.svc"]))
+    serving = make_serving_cert(ca, hosts)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as tmp:  # ssl loads keys from files only
+        cert, key = os.path.join(tmp, "tls.crt"), os.path.join(tmp, "tls.key")
+        with open(cert, "wb") as fh:
+            fh.write(serving.cert_pem + ca.cert_pem)
+        with open(key, "wb") as fh:
+            fh.write(serving.key_pem)
+        context.load_cert_chain(cert, key)
+    return ca, context
 
 
 def openapi_v3(types: Registry, group_version_path: str) -> dict[str, Any]:

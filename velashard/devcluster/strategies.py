@@ -17,6 +17,8 @@ from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
+_RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
 # Kinds whose status is reset on create, as kube-apiserver does.
 _EMPTY_STATUS_ON_CREATE = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet", "ReplicationController",
                            "HorizontalPodAutoscaler"}
@@ -44,11 +46,17 @@ def name_rule(kind: str) -> str:
         return "label"
     if kind == "Service":
         return "dns1035"
+    if kind in _RBAC_KINDS:
+        return "path"
     return "subdomain"
 
 
 def validate_name(kind: str, name: str) -> list[str]:
     rule = name_rule(kind)
+    if rule == "path":  # RBAC objects are named like `system:discovery`: any valid path segment
+        if name in (".", ".."):
+            return [f"may not be '{name}'"]
+        return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
     if rule == "dns1035":
         if len(name) > 63:
             return ["must be no more than 63 characters"]

@@ -1,0 +1,121 @@
+"""The chart's least-privilege RBAC is enough to run a sharded velashard, and it is enforced.
+
+Real Helm installs helm/velashard into the embedded API server; the master and a slave shard run
+as separate processes with tokens of the chart's ServiceAccounts (not admin), and the master learns
+its identity from a SelfSubjectReview (no --controller-identity).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.test_manager_process import free_port
+from tests.e2e.test_sharding import RUNTIME_NS, app, shard_of, shard_pod, stop_processes, webhook_serving
+from tests.integration.helpers import eventually
+from velashard.apis.oam import APPLICATIONS
+from velashard.core.install import install
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
+
+helm = pytest.importorskip("helm_python", reason="helm-python-sdk is installed by the test extra")
+
+CHART = os.path.join(os.path.dirname(__file__), "..", "..", "helm", "velashard")
+RELEASE = "kubevela"
+MASTER_SA = f"{RELEASE}-velashard"
+SHARD_SA = f"{RELEASE}-velashard-shard"
+CONTROLLER_ROLE = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{RELEASE}-velashard-application-controller"
+
+
+def token_kubeconfig(server, kube: KubeClient, service_account: str, path) -> str:
+    answer = kube.request("create", "POST", f"/api/v1/namespaces/{RUNTIME_NS}/serviceaccounts/{service_account}/token",
+                          body={"spec": {"expirationSeconds": 3600}})
+    doc = server.kubeconfig_document()
+    doc["users"][0]["user"]["token"] = answer["status"]["token"]
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def chart_cluster(tmp_path_factory):
+    from velashard.devcluster.server import APIServer
+    server = APIServer(port=0, simulate_workloads=True).start()
+    directory = tmp_path_factory.mktemp("chart-rbac")
+    admin = KubeClient.from_kubeconfig(server.write_kubeconfig(str(directory / "admin")), shard_id="test")
+    install(admin)
+    # Release records are Secrets that Helm sends as protobuf; the embedded server keeps them in memory.
+    release = helm.Config(kubeconfig_path=server.kubeconfig, namespace=RUNTIME_NS, storage_driver="memory")
+    release.install(CHART, RELEASE, {"sharding": {"enabled": True}, "webhook": {"enabled": False}},
+                    namespace=RUNTIME_NS, create_namespace=True, timeout=60)
+    admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
+    webhook_port = free_port()
+    procs = []
+    for shard, service_account, extra in (
+            ("master", MASTER_SA, ["--reschedule-period", "1", "--webhook-port", str(webhook_port),
+                                   "--webhook-url", f"https://127.0.0.1:{webhook_port}"]),
+            ("shard-a", SHARD_SA, [])):
+        kubeconfig = token_kubeconfig(server, admin, service_account, directory / f"{shard}.kubeconfig")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", kubeconfig, "--enable-sharding",
+             "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0",
+             "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
+            stdout=open(directory / f"{shard}.log", "wb"), stderr=subprocess.STDOUT))
+        shard_pod(admin, shard, True)
+    eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
+    eventually(webhook_serving(webhook_port), timeout=30)
+    yield server, admin, directory
+    stop_processes(procs)
+    release.close()
+    server.stop()
+
+
+def running(admin: KubeClient, name: str) -> dict | None:
+    got = admin.get(APPLICATIONS, name, "apps")
+    return got if (got.get("status") or {}).get("status") == "running" and shard_of(got) == "shard-a" else None
+
+
+def test_chart_rbac_runs_the_master_and_a_shard_without_admin(chart_cluster):
+    server, admin, directory = chart_cluster
+    since = server.audit.since(0)["lastSeq"]
+    for i in range(4):
+        admin.create(APPLICATIONS, app(f"rbac-{i}"))
+    for i in range(4):
+        eventually(lambda i=i: running(admin, f"rbac-{i}"), timeout=60, interval=0.5)
+    records = [r for r in server.audit.since(since, 0)["items"] if "velashard/" in r["userAgent"]]
+    users = {r["userAgent"].split("shard=")[1].rstrip(")"): r["user"] for r in records if "shard=" in r["userAgent"]}
+    assert users["master"] == f"system:serviceaccount:{RUNTIME_NS}:{MASTER_SA}"
+    assert users["shard-a"] == f"system:serviceaccount:{RUNTIME_NS}:{SHARD_SA}"
+    denied = [(r["verb"], r["resource"], r["subresource"]) for r in records if r["code"] == 403]
+    assert denied == [], denied  # nothing the processes do is missing from the chart's roles
+    # The master trusts itself as the identity a SelfSubjectReview gave it.
+    log_text = (directory / "master.log").read_text()
+    assert f"system:serviceaccount:{RUNTIME_NS}:{MASTER_SA}" in log_text
+
+
+def test_removing_a_verb_from_the_shard_role_fails_its_reconciles_until_restored(chart_cluster):
+    server, admin, _ = chart_cluster
+    since = server.audit.since(0)["lastSeq"]
+    role = admin.request("get", "GET", CONTROLLER_ROLE)
+    original = json.loads(json.dumps(role["rules"]))
+    for rule in role["rules"]:
+        if "deployments" in rule.get("resources", []):
+            rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+    admin.request("update", "PUT", CONTROLLER_ROLE, body=role)
+    admin.create(APPLICATIONS, {**app("blocked"), "spec": {"components": [
+        {"name": "blocked", "type": "webservice", "properties": {"image": "nginx"}}]}})
+
+    def refused() -> list[dict]:
+        return [r for r in server.audit.since(since, 0)["items"]
+                if r["code"] == 403 and r["verb"] == "create" and r["resource"] == "deployments"
+                and r["user"] == f"system:serviceaccount:{RUNTIME_NS}:{SHARD_SA}"]
+
+    eventually(refused, timeout=60, interval=0.5)  # its reconciles fail: RBAC refuses the create
+    assert running(admin, "blocked") is None
+    role = admin.request("get", "GET", CONTROLLER_ROLE)
+    role["rules"] = original
+    admin.request("update", "PUT", CONTROLLER_ROLE, body=role)
+    eventually(lambda: running(admin, "blocked"), timeout=60, interval=0.5)

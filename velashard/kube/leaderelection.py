@@ -70,6 +70,7 @@ class LeaderElector:
         # Extra data riding on each renewal (the shard's load report), so readers need no second object.
         self.annotations = annotations
         self._seen: Observation | None = None
+        self._held: dict[str, Any] | None = None  # the lease as this process last wrote it
         self._leader = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +138,16 @@ class LeaderElector:
 
     def _try_acquire_or_renew(self) -> bool:
         now_wall, now = time.time(), time.monotonic()
+        if self._held is not None:
+            # client-go's fast path: the leader renews the lease it last wrote without reading it first (half
+            # the requests at steady state); a conflict means someone else wrote, so read it and decide again.
+            try:
+                self._wrote(self.client.update(LEASES, self._desired(self._held, now_wall)), now)
+                return True
+            except errors.KubeError as err:
+                self._held = None
+                log.debug("renewing the held lease failed, reading it", extra=fields(lease=self.name,
+                                                                                     error=str(err)))
         try:
             lease = self.client.get(LEASES, self.name, self.namespace)
         except errors.NotFound:
@@ -151,6 +162,23 @@ class LeaderElector:
                 self._seen = Observation(holder, renew, now)
         if not may_acquire(spec if lease is not None else None, self.identity, self._seen, now, self.lease_duration):
             return False
+        try:
+            if lease is None:
+                written = self.client.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                                      **self._desired(None, now_wall)})
+            else:
+                written = self.client.update(LEASES, self._desired(lease, now_wall))
+        except (errors.Conflict, errors.AlreadyExists):
+            return False  # someone else wrote first; re-read next round
+        except errors.KubeError as err:
+            log.warning("writing lease failed", extra=fields(lease=self.name, error=str(err)))
+            return False
+        self._wrote(written, now)
+        return True
+
+    def _desired(self, lease: dict[str, Any] | None, now_wall: float) -> dict[str, Any]:
+        """`lease` (None: a new one) held by this identity, renewed now, with this shard's labels and report."""
+        spec = (lease or {}).get("spec") or {}
         new_spec = {"holderIdentity": self.identity,
                     "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),  # an integer in the API
                     "renewTime": micro_time(now_wall),
@@ -166,24 +194,15 @@ class LeaderElector:
                 meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations()}
             except Exception:  # a report that cannot be made must never cost the lease
                 log.exception("lease annotations failed", extra=fields(lease=self.name))
-        try:
-            if lease is None:
-                created = self.client.create(LEASES, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                                      "metadata": meta, "spec": new_spec})
-                spec = created["spec"]
-            else:
-                lease = dict(lease, metadata=meta, spec=new_spec)
-                spec = self.client.update(LEASES, lease)["spec"]
-        except (errors.Conflict, errors.AlreadyExists):
-            return False  # someone else wrote first; re-read next round
-        except errors.KubeError as err:
-            log.warning("writing lease failed", extra=fields(lease=self.name, error=str(err)))
-            return False
-        self._seen = Observation(self.identity, spec.get("renewTime") or "", now)
-        return True
+        return dict(lease or {}, metadata=meta, spec=new_spec)
+
+    def _wrote(self, lease: dict[str, Any], now: float) -> None:
+        self._held = lease
+        self._seen = Observation(self.identity, (lease.get("spec") or {}).get("renewTime") or "", now)
 
     def _release(self) -> None:
         """Give the lease up at once so a standby takes over without waiting a lease duration."""
+        self._held = None
         try:
             lease = self.client.get(LEASES, self.name, self.namespace)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:

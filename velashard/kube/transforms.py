@@ -61,6 +61,12 @@ def for_managed_resources(obj: Obj) -> Obj:
     return _share_short_strings(obj)
 
 
+def compact(obj: Obj) -> Obj:
+    """For caches that keep whole objects (applications, trackers): what no controller reads goes, and short
+    strings (label keys, kinds, API versions, phases, step types) are shared across the thousands of copies."""
+    return _share_short_strings(strip_unread_fields(obj))
+
+
 def without(*paths: tuple[str, ...]) -> Callable[[Obj], Obj]:
     """A transform dropping the fields at `paths` (besides what no controller reads), for caches whose readers
     never look there: e.g. the copy of the app spec an ApplicationRevision records."""
@@ -72,5 +78,5 @@ def without(*paths: tuple[str, ...]) -> Callable[[Obj], Obj]:
                 parent = parent.get(key) if isinstance(parent, dict) else None
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
-        return obj
+        return _share_short_strings(obj)
     return transform

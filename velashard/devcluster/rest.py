@@ -332,6 +332,7 @@ class RestAPI:
                     make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request, subresource: str) -> Result:
         """An update computed from the stored object, for subresources (scale) that rewrite part of it."""
         return self._update(rt, namespace, name, make_new, req, subresource)
+
     def _server_side_apply(self, rt: ResourceType, namespace: str, name: str, config: Any, req: Request,
                            subresource: str | None) -> Result:
         """Apply a configuration (create it when absent); the rules live in `managed_fields`."""

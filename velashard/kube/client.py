@@ -28,6 +28,8 @@ from velashard.observability import KUBE_REQUESTS, fields
 
 log = logging.getLogger("velashard.kube.client")
 
+_REVIEW_APIS = ("/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/")
+
 # As client-go: a 429 (the server rejected the request before acting on it) is retried for every verb, a 5xx
 # that carries Retry-After only for reads; at most this many times, waiting what the server asks (capped).
 MAX_RETRIES = 10
@@ -124,6 +126,7 @@ class KubeClient:
         configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
         self._rest = RESTClientObject(configuration)
         self._limiter = TokenBucket(qps, burst)
+        self.sleep: Callable[[float], None] = time.sleep  # tests replace it to skip waiting for Retry-After
         self.fence: Fence | None = None
         self._own_lease: tuple[str, str] = ("", "")
 
@@ -135,12 +138,13 @@ class KubeClient:
     def _fenced_write(self, method: str, path: str, body: Any) -> bool:
         if self.fence is None or method not in ("POST", "PUT", "PATCH", "DELETE"):
             return False
+        if method == "POST" and path.startswith(_REVIEW_APIS):
+            return False  # reviews (who am I, may I) are questions, not writes: they change nothing
         collection, name = self._own_lease
         if path == f"{collection}/{name}":
             return False
         return not (method == "POST" and path == collection and isinstance(body, dict)
                     and (body.get("metadata") or {}).get("name") == name)
-        self.sleep: Callable[[float], None] = time.sleep  # tests replace it to skip waiting for Retry-After
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None, **kwargs: Any) -> "KubeClient":

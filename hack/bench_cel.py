@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -19,7 +19,7 @@ from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRA
 from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.resources import LEASES, MUTATING_WEBHOOKS, NAMESPACES
+from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
 from tests.e2e.helpers import (RUNTIME_NS, free_port, grant_tenant, shard_of, shard_pod, stop_processes,
                                wait_for_shard_leases, writers_by_app)
 from tests.integration.helpers import eventually

@@ -90,7 +90,7 @@ def test_everything_the_server_produces_matches_its_schema(apiserver, api_client
         code, listed = _call(apiserver, "GET", f"{_prefix(group)}/namespaces/{namespace}/{plural}")
         assert code == 200 and listed["items"], (plural, listed)
         problems += _problems(listed)
-    for path in ("/api/v1/nodes", "/api/v1/namespaces", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"):
+    for path in ("/api/v1/nodes", "/api/v1/namespaces", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"):
         problems += _problems(_call(apiserver, "GET", path)[1])
     code, scale = _call(apiserver, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/s/scale")
     problems += _problems(scale)

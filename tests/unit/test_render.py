@@ -9,7 +9,8 @@ from velashard.core.builtins import builtin_definitions
 from velashard.core.health import policy_health, resource_health
 from velashard.core.rendering import Definitions, RenderError, render_app, template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
-from velashard.core.workflow import parse_steps, workflow_phase
+from velashard.core.workflow import workflow_phase
+from velashard.core.workflow_spec import parse_steps
 
 
 @pytest.fixture(scope="module")

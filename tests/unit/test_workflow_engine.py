@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from velashard.core.workflow import (StepError, evaluate, export_object, parse_duration, parse_steps,
-                                     workflow_phase)
+from velashard.core.workflow import StepError, evaluate, export_object, workflow_phase
+from velashard.core.workflow_spec import parse_duration, parse_steps
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -12,10 +12,9 @@ import re
 from typing import Any, Sequence
 
 from velashard.cli.usage import UsageError
+from velashard.durations import go_duration
 from velashard.kube.client import KubeClient
 
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_SEGMENT = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _PLAIN_SECONDS = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
 
 
@@ -25,11 +24,10 @@ def parse_duration(text: str, allow_negative: bool = False) -> float:
     if _PLAIN_SECONDS.fullmatch(value):
         seconds = float(value)
     else:
-        sign, body = (value[0], value[1:]) if value[:1] in ("+", "-") else ("", value)
-        segments = _SEGMENT.findall(body)
-        if not body or "".join(n + u for n, u in segments) != body:
+        try:
+            seconds = go_duration(value)
+        except ValueError:
             raise ValueError(f"invalid duration {text!r}: use a Go duration (500ms, 15s, 5m, 1h30m) or seconds (15)")
-        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in segments) * (-1 if sign == "-" else 1)
     if seconds < 0 and not allow_negative:
         raise ValueError(f"invalid duration {text!r}: must not be negative")
     return seconds

@@ -26,7 +26,8 @@ from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent
 from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
 from velashard.core.stepactions import StepActions, WorkflowVariables
-from velashard.core.workflow import evaluate, now_utc, parse_steps, uses_variables, workflow_phase
+from velashard.core.workflow import evaluate, now_utc, workflow_phase
+from velashard.core.workflow_spec import parse_steps, uses_variables
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after

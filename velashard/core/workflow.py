@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from jinja2 import ChainableUndefined, TemplateError
 from jinja2.sandbox import SandboxedEnvironment
 
-KUBEVELA_STEP_TYPES = ("deploy", "apply-component", "suspend", "apply-object", "read-object", "export2config",
-              "export2secret", "depends-on-app", "apply-deployment", "step-group")
+from velashard.core.workflow_spec import StepSpec, parse_duration
+
 MODE = "StepByStep-DAG"  # KubeVela's default: steps one by one, sub-steps as a DAG
 DONE_PHASES = ("succeeded", "failed", "skipped")
 _EXPR = SandboxedEnvironment(undefined=ChainableUndefined)
@@ -50,19 +50,6 @@ class Actions(Protocol):
         """Another application's status.status, or None when it does not exist."""
 
 
-@dataclass(frozen=True)
-class StepSpec:
-    name: str
-    type: str
-    properties: dict[str, Any]
-    if_: str | None = None
-    timeout: float | None = None
-    depends_on: tuple[str, ...] = ()
-    inputs: tuple[dict[str, Any], ...] = ()
-    outputs: tuple[dict[str, Any], ...] = ()
-    sub_steps: tuple["StepSpec", ...] = ()
-
-
 @dataclass
 class Evaluation:
     """The outcome of one pass: the new workflow status, the variables, and whether to wait for time."""
@@ -71,86 +58,6 @@ class Evaluation:
     variables: dict[str, Any]
     requeue_after: float | None = None
     applied_components: set[str] = field(default_factory=set)
-
-
-# --- parsing ---------------------------------------------------------------------------------------------
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration such as `30s`, `5m` or `1h30m`; ValueError otherwise."""
-    text = str(text).strip()
-    if text == "0":
-        return 0.0
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f'"{text}" is not a duration like 30s, 5m or 1h30m')
-    return sum(float(n) * _UNIT[u] for n, u in parts)
-
-
-def default_step_name(step: dict[str, Any], index: int) -> str:
-    return step.get("name") or f'{step.get("type", "step")}-{index + 1}'
-
-
-def _parse_one(step: dict[str, Any], index: int, where: str) -> StepSpec:
-    if not isinstance(step, dict):
-        raise ValueError(f"{where}[{index}] must be an object")
-    name = default_step_name(step, index)
-    here = f'{where} "{name}"'
-    stype = step.get("type")
-    if stype not in KUBEVELA_STEP_TYPES:
-        raise ValueError(f'{here}: unsupported type "{stype}" (supported: {", ".join(KUBEVELA_STEP_TYPES)})')
-    timeout = None
-    if step.get("timeout") is not None:
-        try:
-            timeout = parse_duration(step["timeout"])
-        except ValueError as err:
-            raise ValueError(f"{here}: timeout: {err}")
-    props = step.get("properties") or {}
-    if not isinstance(props, dict):
-        raise ValueError(f"{here}: properties must be an object")
-    if stype == "suspend" and props.get("duration") is not None:
-        try:
-            parse_duration(props["duration"])
-        except ValueError as err:
-            raise ValueError(f"{here}: properties.duration: {err}")
-    for key in ("inputs", "outputs"):
-        for item in step.get(key) or []:
-            need = ("from", "parameterKey") if key == "inputs" else ("name", "valueFrom")
-            if not isinstance(item, dict) or any(not item.get(k) for k in need):
-                raise ValueError(f"{here}: each of {key} needs {' and '.join(need)}")
-    subs = tuple(_parse_one(s, i, f"{here} subStep") for i, s in enumerate(step.get("subSteps") or []))
-    if stype == "step-group" and not subs:
-        raise ValueError(f"{here}: a step-group needs subSteps")
-    return StepSpec(name, stype, props, step.get("if"), timeout, tuple(step.get("dependsOn") or ()),
-                    tuple(step.get("inputs") or ()), tuple(step.get("outputs") or ()), subs)
-
-
-def uses_variables(steps: list[StepSpec] | tuple[StepSpec, ...]) -> bool:
-    """Whether any step passes values on (inputs or outputs): only then is the context ConfigMap read or kept."""
-    return any(s.inputs or s.outputs or uses_variables(s.sub_steps) for s in steps)
-
-
-def parse_steps(spec: dict[str, Any]) -> list[StepSpec]:
-    """spec.workflow.steps, or KubeVela's default: one deploy step for every component. ValueError if invalid."""
-    steps = (spec.get("workflow") or {}).get("steps") or []
-    if not steps:
-        return [StepSpec("deploy", "deploy", {})]
-    parsed = [_parse_one(s, i, "workflow step") for i, s in enumerate(steps)]
-    names = [s.name for s in parsed] + [sub.name for s in parsed for sub in s.sub_steps]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f'workflow step names must be unique: {", ".join(duplicates)}')
-    components = {c.get("name") for c in spec.get("components") or []}
-    for s in parsed + [sub for s in parsed for sub in s.sub_steps]:
-        unknown = [d for d in s.depends_on if d not in names]
-        if unknown:
-            raise ValueError(f'workflow step "{s.name}": dependsOn names unknown steps {", ".join(unknown)}')
-        if s.type == "apply-component" and s.properties.get("component") not in components:
-            raise ValueError(f'workflow step "{s.name}": properties.component must name a component of the app')
-    return parsed
 
 
 # --- evaluation ------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ _LB_INGRESS = {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}
 def object_status(kind: str, obj: dict[str, Any], now: str) -> dict[str, Any] | None:
     """The status to write for `obj`, or None when it already has it (or its kind gets none)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    generation = obj["metadata"].get("generation", 1)
     if kind == "Ingress":
         return None if status.get("loadBalancer", {}).get("ingress") else _LB_INGRESS
     if kind == "PersistentVolumeClaim":

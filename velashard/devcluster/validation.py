@@ -10,9 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from velashard.apis.validation import (_byte_len, _max_len_error, _regex_error, is_dns1123_label,  # noqa: F401
-                                       is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
-                                       is_valid_path_segment_name)
+from velashard.apis.validation import (_byte_len, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
+                                       is_valid_label_value, is_valid_path_segment_name)
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 _ORPHAN_FINALIZER = "orphan"

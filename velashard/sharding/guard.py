@@ -41,7 +41,6 @@ def policy_spec(privileged_users: Iterable[str], privileged_groups: Iterable[str
     # Lists as JSON, which is CEL too (and what Helm's toJson writes, so the chart's policy is the same text).
     users = json.dumps(list(dict.fromkeys(privileged_users)), separators=(",", ":"))
     groups = json.dumps(list(dict.fromkeys(privileged_groups)), separators=(",", ":"))
-    key = _str(labels.SCHEDULED_SHARD_ID)
     return {
         "failurePolicy": "Fail",
         # Written out with the API server's defaults, so that re-installing finds nothing to change.

@@ -64,3 +64,33 @@ def test_managed_resources_move_with_the_app_and_back_on_failure(make_apiserver)
     set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "test")
     assert shard_of("mine") == "s2"
     assert shard_of("theirs") == "s3"  # recorded by the app but owned by another: left alone
+
+
+def test_a_failed_shards_dependents_are_listed_once_and_each_app_moves_with_its_own(make_apiserver):
+    from velashard.sharding.move import shard_dependents
+    server = make_apiserver()
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test")
+    install(kube)
+    for name in ("a", "b"):
+        owner = {labels.APP_NAME: name, labels.APP_NAMESPACE: "default", labels.SCHEDULED_SHARD_ID: "gone"}
+        kube.create(APPLICATIONS, {"apiVersion": API_VERSION, "kind": "Application", "metadata": {
+            "name": name, "namespace": "default", "labels": {labels.SCHEDULED_SHARD_ID: "gone"}},
+            "spec": {"components": []}})
+        for rev in ("v1", "v2"):
+            kube.create(APPLICATION_REVISIONS, {"apiVersion": API_VERSION, "kind": "ApplicationRevision",
+                                                "metadata": {"name": f"{name}-{rev}", "namespace": "default",
+                                                             "labels": owner}, "spec": {}})
+        kube.create(RESOURCE_TRACKERS, {"apiVersion": API_VERSION, "kind": "ResourceTracker", "metadata": {
+            "name": f"{name}-default", "labels": owner}, "spec": {}})
+    since = server.audit.since(0)["items"][-1]["seq"]
+    found = shard_dependents(kube, "gone")
+    assert {k: sorted(o["metadata"]["name"] for _, o in v) for k, v in found.items()} == {
+        ("default", "a"): ["a-default", "a-v1", "a-v2"], ("default", "b"): ["b-default", "b-v1", "b-v2"]}
+    set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "failover", found[("default", "a")])
+    lists = [r for r in server.audit.since(since)["items"] if r["verb"] == "list"]
+    assert len(lists) == 2  # one list of revisions and one of trackers for the whole shard, none per app
+    assert {kube.get(APPLICATION_REVISIONS, f"a-{rev}", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]
+            for rev in ("v1", "v2")} == {"s2"}
+    assert kube.get(RESOURCE_TRACKERS, "a-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
+    assert kube.get(RESOURCE_TRACKERS, "b-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "gone"
+    assert kube.get(APPLICATIONS, "a", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"

@@ -54,6 +54,31 @@ def dependents(client: KubeClient, namespace: str, name: str) -> list[tuple[Any,
     return [(APPLICATION_REVISIONS, r) for r in revisions] + [(RESOURCE_TRACKERS, t) for t in trackers]
 
 
+Found = list[tuple[Any, dict[str, Any]]]
+
+
+def group_dependents(revisions: list[dict[str, Any]], trackers: list[dict[str, Any]]) -> dict[tuple[str, str], Found]:
+    """Revisions and trackers listed for a whole shard, by the app they belong to: (namespace, name)."""
+    out: dict[tuple[str, str], Found] = {}
+    for res, objs in ((APPLICATION_REVISIONS, revisions), (RESOURCE_TRACKERS, trackers)):
+        for obj in objs:
+            meta_labels = obj["metadata"].get("labels") or {}
+            name = meta_labels.get(labels.APP_NAME)
+            namespace = meta_labels.get(labels.APP_NAMESPACE) or obj["metadata"].get("namespace")
+            if name and namespace:
+                out.setdefault((namespace, name), []).append((res, obj))
+    return out
+
+
+def shard_dependents(client: KubeClient, shard: str) -> dict[tuple[str, str], Found]:
+    """Every revision and tracker labelled for `shard`, by app: two lists for a whole failed shard instead of
+    two per app (a failover moves hundreds of apps at once)."""
+    selector = f"{labels.SCHEDULED_SHARD_ID}={shard}"
+    revisions, _ = client.list_all(APPLICATION_REVISIONS, label_selector=selector)
+    trackers, _ = client.list_all(RESOURCE_TRACKERS, label_selector=selector)
+    return group_dependents(revisions, trackers)
+
+
 def managed_refs(found: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]]:
     """The resources the app's trackers record, each once."""
     seen: dict[tuple, dict[str, Any]] = {}
@@ -82,8 +107,10 @@ def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[
                 key=f"{app_ns}/{app_name}", resource=f'{ref["kind"]}/{ref.get("namespace", "")}/{ref["name"]}'))
 
 
-def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: str | None) -> None:
-    found = dependents(client, namespace, name)
+def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: str | None,
+                        found: Found | None = None) -> None:
+    if found is None:
+        found = dependents(client, namespace, name)
     _relabel_managed(client, namespace, name, managed_refs(found), shard)
     for res, obj in found:
         if (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) != shard:
@@ -93,15 +120,18 @@ def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: st
                 pass
 
 
-def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str) -> dict[str, Any]:
+def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str,
+              found: Found | None = None) -> dict[str, Any]:
     """Label the app's managed resources, revisions and trackers, then the app (guarded by its
-    resourceVersion); returns the updated app. Any failure returns the dependents to the app's shard."""
+    resourceVersion); returns the updated app. Any failure returns the dependents to the app's shard.
+
+    `found`: the app's revisions and trackers when the caller listed them already (shard_dependents)."""
     meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
     try:
-        _relabel_dependents(client, meta["namespace"], meta["name"], shard)
+        _relabel_dependents(client, meta["namespace"], meta["name"], shard, found)
         updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
     except errors.KubeError:
         _roll_back(client, meta["namespace"], meta["name"])

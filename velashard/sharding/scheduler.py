@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from velashard.apis import labels
-from velashard.apis.oam import APPLICATIONS
+from velashard.apis.oam import APPLICATIONS, RESOURCE_TRACKERS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.fence import begin_work, end_work, work_started
@@ -22,7 +22,7 @@ from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat,
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import LEASE_LABEL, parse_loads
 from velashard.sharding.membership import SUSPECT
-from velashard.sharding.move import set_shard
+from velashard.sharding.move import Found, set_shard, shard_dependents
 from velashard.sharding.placement import PlacementState, due_orphans, misplaced, place_all, shard_of, track_unavailable
 from velashard.sharding.strategies import pinned_shard
 
@@ -151,14 +151,15 @@ class BackgroundScheduler:
                 SCHEDULE_TOTAL.labels(strategy=self.strategy, result="no-shard").inc()
                 continue
             picked.append((app, shard, reason))
+        found = self._orphans_dependents(picked)
         if len(picked) <= 1:
-            return sum(self._move(*p) for p in picked)
+            return sum(self._move(*p, found=found) for p in picked)
         started = work_started()
 
         def move(plan: tuple[dict, str, str]) -> int:
             begin_work(at=started)  # the pass's start, for the fence
             try:
-                return self._move(*plan)
+                return self._move(*plan, found=found)
             finally:
                 end_work()
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
@@ -179,9 +180,21 @@ class BackgroundScheduler:
                 pins[ns] = pin
         return pins
 
-    def _move(self, app: dict, shard: str, reason: str) -> int:
+    def _orphans_dependents(self, picked: list[tuple[dict, str, str]]) -> dict[tuple[str, str], Found]:
+        """The revisions and trackers of the orphans' former shards, listed once per shard, by app."""
+        found: dict[tuple[str, str], Found] = {}
+        for gone in sorted({shard_of(app) for app, _, reason in picked if reason == "orphaned"} - {None}):
+            found.update(shard_dependents(self.client, gone))
+        return found
+
+    def _move(self, app: dict, shard: str, reason: str, found: dict[tuple[str, str], Found] | None = None) -> int:
+        meta = app["metadata"]
+        mine = (found or {}).get((meta["namespace"], meta["name"]))
+        # Without a tracker among them (a new app, or dependents labelled otherwise) the app's own lists decide.
+        if mine is not None and not any(res is RESOURCE_TRACKERS for res, _ in mine):
+            mine = None
         try:
-            set_shard(self.client, app, shard, reason)
+            set_shard(self.client, app, shard, reason, mine)
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
             return 0  # changed meanwhile; the next pass sees its new state

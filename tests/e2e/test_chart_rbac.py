@@ -53,22 +53,24 @@ def chart_cluster(tmp_path_factory):
                     namespace=RUNTIME_NS, create_namespace=True, timeout=60)
     admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
     webhook_port = free_port()
-    procs = []
-    for shard, service_account, extra in (
-            ("master", MASTER_SA, ["--reschedule-period", "1", "--webhook-port", str(webhook_port),
-                                   "--webhook-url", f"https://127.0.0.1:{webhook_port}"]),
-            ("shard-a", SHARD_SA, [])):
-        kubeconfig = token_kubeconfig(server, admin, service_account, directory / f"{shard}.kubeconfig")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", kubeconfig, "--enable-sharding",
-             "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0",
-             "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
-            stdout=open(directory / f"{shard}.log", "wb"), stderr=subprocess.STDOUT))
-        shard_pod(admin, shard, True)
-    eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-    eventually(webhook_serving(webhook_port), timeout=30)
-    yield server, admin, directory
-    stop_processes(procs)
+    procs: list[subprocess.Popen] = []
+    try:
+        for shard, service_account, extra in (
+                ("master", MASTER_SA, ["--reschedule-period", "1", "--webhook-port", str(webhook_port),
+                                       "--webhook-url", f"https://127.0.0.1:{webhook_port}"]),
+                ("shard-a", SHARD_SA, [])):
+            kubeconfig = token_kubeconfig(server, admin, service_account, directory / f"{shard}.kubeconfig")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", kubeconfig, "--enable-sharding",
+                 "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0",
+                 "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
+                stdout=open(directory / f"{shard}.log", "wb"), stderr=subprocess.STDOUT))
+            shard_pod(admin, shard, True)
+        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
+        eventually(webhook_serving(webhook_port), timeout=30)
+        yield server, admin, directory
+    finally:  # a setup that fails must not leave the processes running
+        stop_processes(procs)
     release.close()
     server.stop()
 

@@ -20,11 +20,12 @@ setup(
         "cel-expr-python>=0.1.3",
         "Jinja2>=3.1",
         "urllib3>=2",
+        # real Helm (the Go SDK): `velashard dev` installs the chart with it, as users do
+        "helm-python-sdk>=0.2",
     ],
     extras_require={
         "test": [
             "pytest>=8",
-            "helm-python-sdk>=0.2",
             "responses>=0.25",
             "hypothesis>=6.100",
         ],

@@ -1,4 +1,5 @@
-"""`velashard dev`: the embedded cluster, a master and shards as processes run by the local kubelet."""
+"""`velashard dev`: the chart and the addon installed by real Helm, their processes run by the local kubelet under
+their ServiceAccounts."""
 
 from __future__ import annotations
 
@@ -42,16 +43,25 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
             return shards if sum(shards.values()) == 20 else Counter()
 
         shards = eventually(served, timeout=90, interval=0.5)
-        assert set(shards) == {"local-0", "local-1"}
+        assert set(shards) == {"shard-0", "shard-1"}  # the addon's shards, cloned from the chart's master
+        # No controller process runs as admin: each uses a token of its pod's ServiceAccount.
+        audit = kube.request("get", "GET", "/debug/audit", query={"since": "0"})["items"]
+        users = {r["user"] for r in audit if "velashard/" in r["userAgent"] and "shard=" in r["userAgent"]
+                 and "shard=test" not in r["userAgent"] and "shard=dev" not in r["userAgent"]}
+        assert users == {"system:serviceaccount:vela-system:velashard",
+                         "system:serviceaccount:vela-system:velashard-shard"}, users
+        # The mutating webhook was reached through the chart's Service: apps were placed at admission.
+        assert not [r for r in audit if r["resource"] == "applications" and r["verb"] == "patch"
+                    and "shard=master" in r["userAgent"] and r["namespace"] == "default"]
         if shutil.which("kubectl"):
             table = subprocess.run(["kubectl", "--kubeconfig", str(directory / "kubeconfig"), "--cache-dir",
                                     str(tmp_path / "cache"), "get", "app", "-n", "default", "-L",
                                     labels.SCHEDULED_SHARD_ID], capture_output=True, text=True, timeout=60).stdout
-            assert "SCHEDULED-SHARD-ID" in table and table.count("local-") == 20
+            assert "SCHEDULED-SHARD-ID" in table and table.count("shard-") == 20
         processes = json.loads((directory / "processes.json").read_text())
         pids = [p["pid"] for p in processes if p.get("pid") and p["name"] != "apiserver"]
         assert len(pids) == 3
-        victim = next(p for p in processes if "local-0" in p["name"])
+        victim = next(p for p in processes if p["name"].startswith("velashard-shard-0-"))
         os.kill(victim["pid"], signal.SIGKILL)
         killed = time.monotonic()
 
@@ -62,7 +72,7 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
         eventually(not_ready, timeout=10, interval=0.1)
         assert time.monotonic() - killed <= 2.5  # NotReady within about 2 s of the process dying
         # Down longer than dev's orphan grace period (3 s): its apps move to the other shard.
-        eventually(lambda: served() == Counter({"local-1": 20}), timeout=60, interval=0.5)
+        eventually(lambda: served() == Counter({"shard-1": 20}), timeout=60, interval=0.5)
         restarted = eventually(lambda: next((p for p in json.loads((directory / "processes.json").read_text())
                                             if p["name"] == victim["name"] and p["restarts"] >= 1 and p["ready"]), None),
                                timeout=60, interval=0.5)
@@ -75,7 +85,7 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
     eventually(lambda: not any(pid_alive(pid) for pid in pids), timeout=15)
 
 
-def test_addon_adds_shards_in_dev_and_disabling_moves_their_apps_back(tmp_path):
+def test_the_addon_scales_shards_in_dev_and_a_removed_shards_apps_move(tmp_path):
     directory = tmp_path / "dev"
     proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dev", "--shards", "1", "--apps", "6",
                              "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -94,11 +104,13 @@ def test_addon_adds_shards_in_dev_and_disabling_moves_their_apps_back(tmp_path):
         eventually(lambda: (directory / "processes.json").exists(), timeout=60, interval=0.2)
         kube = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), shard_id="test")
         eventually(lambda: placement(6), timeout=90, interval=0.5)
-        enabled = cli("addon", "enable", "vela-core-shard-manager", "nShards=2")
+        addon = ("addon", "enable", "vela-core-shard-manager", "deploymentName=velashard", "instanceName=velashard",
+                 "serviceAccountName=velashard-shard")  # as the README tells users
+        enabled = cli(*addon, "nShards=2")
         assert enabled.returncode == 0, enabled.stderr
         ready_shards = lambda: {p["name"].rsplit("-", 2)[0] for p in json.loads(
-            (directory / "processes.json").read_text()) if p.get("ready") and "shard-" in p["name"]}
-        eventually(lambda: ready_shards() == {"vela-core-shard-0", "vela-core-shard-1"}, timeout=90, interval=0.5)
+            (directory / "processes.json").read_text()) if p.get("ready") and p["name"].startswith("velashard-shard-")}
+        eventually(lambda: ready_shards() == {"velashard-shard-0", "velashard-shard-1"}, timeout=90, interval=0.5)
         time.sleep(2)
         for i in range(6, 12):
             kube.create(APPLICATIONS, {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
@@ -107,11 +119,11 @@ def test_addon_adds_shards_in_dev_and_disabling_moves_their_apps_back(tmp_path):
                                                                 "properties": {"image": "busybox"}}]}})
         spread = eventually(lambda: placement(12), timeout=90, interval=0.5)
         assert spread["shard-0"] > 0 and spread["shard-1"] > 0  # the new shards receive apps
-        disabled = cli("addon", "disable", "vela-core-shard-manager")
-        assert disabled.returncode == 0, disabled.stderr
-        back = eventually(lambda: (lambda p: p if set(p) == {"local-0"} else None)(placement(12)), timeout=120,
+        scaled_down = cli(*addon, "nShards=1")
+        assert scaled_down.returncode == 0, scaled_down.stderr
+        back = eventually(lambda: (lambda p: p if set(p) == {"shard-0"} else None)(placement(12)), timeout=120,
                           interval=1.0)
-        assert back["local-0"] == 12
+        assert back["shard-0"] == 12
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

@@ -219,12 +219,22 @@ class Admission:
         if not isinstance(service, dict):
             raise WebhookCallError("webhook clientConfig has neither url nor service")
         ref = f'{service.get("namespace")}/{service.get("name")}'
-        endpoint = self._endpoints.get(ref)
+        with self._lock:
+            endpoint = self._endpoints.get(ref)
         if endpoint is None:
             raise WebhookCallError(f"service {ref} has no endpoint (start the server with --service-endpoint "
                                    f"{ref}=HOST:PORT)")
         host, _, port = endpoint.rpartition(":")
         return host, int(port), f'{service.get("name")}.{service.get("namespace")}.svc', service.get("path") or "/"
+
+    def route_service(self, ref: str, endpoint: str | None) -> None:
+        """Where the Service `ref` (NS/NAME) is reached now, as its Endpoints would say (None: no ready pod);
+        the local kubelet keeps this in step with the pods it runs."""
+        with self._lock:
+            if endpoint is None:
+                self._endpoints.pop(ref, None)
+            else:
+                self._endpoints[ref] = endpoint
 
     def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
         key = ca_bundle or ""

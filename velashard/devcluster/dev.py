@@ -1,8 +1,11 @@
 """`velashard dev`: a whole sharded velashard on one machine, with a live view until Ctrl-C.
 
-The embedded API server (simulating workloads) and a local kubelet run in this process; the
-master and the shards are separate `velashard` processes started by the kubelet from ordinary
-Deployments in vela-system, so the addon, scaling and killing a shard behave as in a cluster.
+What runs is what users deploy: real Helm installs helm/velashard with sharding into the embedded
+API server (simulating workloads), and the vela-core-shard-manager addon adds the shards, as the
+README does on a cluster. A local kubelet in this process runs the chart's and the addon's
+Deployments as separate `velashard` processes, each with a token of its pod's ServiceAccount, and
+routes the webhook Service to the master's process, so the API server calls the webhooks through the
+Service and verifies them against the chart's caBundle.
 """
 
 from __future__ import annotations
@@ -15,26 +18,72 @@ import time
 from collections import Counter, deque
 from typing import Any, TextIO
 
+import velashard
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
 from velashard.core.install import install
-from velashard.devcluster.kubelet import LocalKubelet
-from velashard.devcluster.server import APIServer
+from velashard.core.addons import load_addon
+from velashard.devcluster.kubelet import LocalKubelet, LocalPod
+from velashard.devcluster.server import ADMIN_TOKEN as ADMIN_USER, APIServer
 from velashard.kube.client import KubeClient
-from velashard.kube.resources import DEPLOYMENTS, PODS
+from velashard.kube.resources import PODS
+from velashard.kube.apply import upsert
 
-MASTER_DEPLOYMENT = "vela-core"
+RELEASE = "velashard"  # as the README installs it: Deployment, ServiceAccounts and Service are named after it
+SHARD_SERVICE_ACCOUNT = f"{RELEASE}-shard"
+TOKEN_SECONDS = 7 * 24 * 3600  # a dev session's lifetime; a kubelet would rotate projected tokens instead
 
 
-def controller_deployment(name: str, shard: str, args: list[str], replicas: int = 1) -> dict[str, Any]:
-    pod_labels = {labels.POD_NAME_LABEL: labels.POD_NAME_VALUE, "app.kubernetes.io/instance": name,
-                  labels.SHARD_ID: shard}
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": SYSTEM_NAMESPACE, "labels": dict(pod_labels)},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
-                     "template": {"metadata": {"labels": pod_labels}, "spec": {
-                         "serviceAccountName": "vela-core",
-                         "containers": [{"name": "vela-core", "image": "velashard:dev", "args": args}]}}}}
+def chart_dir() -> str:
+    """helm/velashard beside the package (a source checkout, as `pip install -e .` from the README uses)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(velashard.__file__))), "helm", "velashard")
+
+
+def install_chart(kubeconfig: str) -> Any:
+    """What the README tells users to run on a cluster: the chart with sharding, then the shard-manager addon.
+    Returns the Helm configuration (its release records live in memory for the session)."""
+    import helm_python as helm  # real Helm (the Go SDK), installed with velashard
+
+    release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="memory")
+    # Dev's departures from the chart's defaults: a short orphan grace period, so that killing a shard visibly
+    # moves its apps; text logs; and the dev user as a shard admin, since the addon pins its Application to
+    # the master, which the shard-label guard allows only the controller and shard admins.
+    release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
+                                                        "shardAdmins": {"users": [ADMIN_USER]}},
+                                           "logFormat": "text"},
+                    namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
+    return release
+
+
+def enable_shards(client: KubeClient, shards: int) -> None:
+    addon = load_addon("vela-core-shard-manager")
+    for obj in addon.render({"nShards": shards, "deploymentName": RELEASE, "instanceName": RELEASE,
+                             "serviceAccountName": SHARD_SERVICE_ACCOUNT}):
+        upsert(client, APPLICATIONS, obj)
+
+
+class PodCredentials:
+    """A kubeconfig per ServiceAccount, holding a token from the TokenRequest API, as the kubelet projects one
+    into each pod: no controller process runs as admin."""
+
+    def __init__(self, server: APIServer, directory: str):
+        self.server, self.directory = server, directory
+        self._paths: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, pod: LocalPod) -> str:
+        with self._lock:
+            if pod.service_account not in self._paths:
+                answer = self.server.access.token_request(SYSTEM_NAMESPACE, pod.service_account, {
+                    "spec": {"expirationSeconds": TOKEN_SECONDS}})
+                doc = self.server.kubeconfig_document()
+                doc["users"] = [{"name": pod.service_account, "user": {"token": answer["status"]["token"]}}]
+                doc["contexts"][0]["context"]["user"] = pod.service_account
+                path = os.path.join(self.directory, f"kubeconfig-{pod.service_account}")
+                with open(path, "w") as fh:
+                    json.dump(doc, fh)
+                self._paths[pod.service_account] = path
+            return self._paths[pod.service_account]
 
 
 def sample_app(i: int) -> dict[str, Any]:
@@ -101,18 +150,17 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     server = APIServer(port=port, simulate_workloads=True).start()
     kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
     client = KubeClient.from_kubeconfig(kubeconfig, shard_id="dev", component="velashard-dev", qps=200, burst=400)
+    credentials = PodCredentials(server, os.path.abspath(directory))
     kubelet = LocalKubelet(server.api, os.path.abspath(kubeconfig), SYSTEM_NAMESPACE,
-                           log_dir=os.path.join(directory, "logs"))
+                           log_dir=os.path.join(directory, "logs"), credentials=credentials,
+                           route_service=server.admission.route_service)
     os.makedirs(kubelet.log_dir, exist_ok=True)
+    release = None
     try:
         install(client)
-        client.create(DEPLOYMENTS, controller_deployment(MASTER_DEPLOYMENT, labels.MASTER_SHARD_ID, [
-            "--enable-sharding", "--shard-id=master", "--schedulable-shards=", "--reschedule-period=5",
-            "--orphan-grace-period=3", "--state-keep-interval=30"]))
-        for i in range(shards):
-            # "local-<i>", so that the shard-manager addon's shard-<i> clones never collide with them.
-            client.create(DEPLOYMENTS, controller_deployment(f"{MASTER_DEPLOYMENT}-local-{i}", f"local-{i}", [
-                "--enable-sharding", f"--shard-id=local-{i}", "--state-keep-interval=30"]))
+        release = install_chart(kubeconfig)
+        if shards:
+            enable_shards(client, shards)
         kubelet.start()
         # Sample apps wait for the shards, so that they spread over all of them from the start.
         deadline = time.monotonic() + 120
@@ -132,6 +180,8 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         pass
     finally:
         kubelet.stop()
+        if release is not None:
+            release.close()
         server.stop()
     print("velashard dev: stopped", file=out, flush=True)
     return 0

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from velashard.apis import labels
 from velashard.devcluster import errors
@@ -51,6 +51,8 @@ class LocalPod:
     deployment: str
     args: list[str]
     restart_policy: str
+    service_account: str = "default"
+    labels: dict[str, str] = field(default_factory=dict)
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     webhook_port: int = field(default_factory=free_port)
@@ -63,9 +65,16 @@ class LocalPod:
 
 
 class LocalKubelet:
-    def __init__(self, api: RestAPI, kubeconfig: str, namespace: str, log_dir: str, poll: float = 0.5):
+    def __init__(self, api: RestAPI, kubeconfig: str, namespace: str, log_dir: str, poll: float = 0.5,
+                 credentials: Callable[[LocalPod], str] | None = None,
+                 route_service: Callable[[str, str | None], None] | None = None):
+        """`credentials(pod)`: the kubeconfig a pod's process uses (its ServiceAccount's token), else
+        `kubeconfig` for all; `route_service(NS/NAME, HOST:PORT or None)`: keeps the Services that select a
+        pod pointing at its process's webhook port, else the master gets --webhook-url."""
         self.api = api
         self.kubeconfig = kubeconfig
+        self.credentials = credentials
+        self.route_service = route_service
         self.namespace = namespace
         self.log_dir = log_dir
         self.poll = poll
@@ -82,7 +91,8 @@ class LocalKubelet:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=10)
         for pod in list(self.pods.values()):
             self._kill(pod)
 
@@ -129,11 +139,12 @@ class LocalKubelet:
         template = dep["spec"]["template"]
         container = (template.get("spec") or {}).get("containers", [{}])[0]
         restart = (template.get("spec") or {}).get("restartPolicy", "Always")
+        pod_labels = dict((template.get("metadata") or {}).get("labels") or {})
         pod = LocalPod(name, dep["metadata"]["name"], list(container.get("args") or []), restart,
-                       log_path=os.path.join(self.log_dir, f"{name}.log"))
+                       service_account=(template.get("spec") or {}).get("serviceAccountName") or "default",
+                       labels=pod_labels, log_path=os.path.join(self.log_dir, f"{name}.log"))
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": name, "namespace": self.namespace, "labels": dict((template.get("metadata") or {}).get(
-                "labels") or {}),
+            "name": name, "namespace": self.namespace, "labels": dict(pod_labels),
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": dep["metadata"]["name"],
                                  "uid": dep["metadata"]["uid"], "controller": True}]},
             "spec": dict(template.get("spec") or {}, nodeName=NODE_NAME)}
@@ -147,12 +158,28 @@ class LocalKubelet:
     def command(self, pod: LocalPod) -> list[str]:
         args = [a for a in pod.args if not a.startswith(("--kubeconfig", "--metrics-addr", "--health-addr",
                                                            "--webhook-port", "--webhook-url", "--namespace"))]
-        args += ["--kubeconfig", self.kubeconfig, "--namespace", self.namespace,
-                 "--metrics-addr", f"127.0.0.1:{pod.metrics_port}", "--health-addr", f"127.0.0.1:{pod.health_port}"]
-        if any(a == "--shard-id=master" for a in args) or "--shard-id" not in " ".join(args):
-            args += ["--webhook-port", str(pod.webhook_port), "--webhook-url",
-                     f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview
+        kubeconfig = self.credentials(pod) if self.credentials is not None else self.kubeconfig
+        args += ["--kubeconfig", kubeconfig, "--namespace", self.namespace,
+                 "--metrics-addr", f"127.0.0.1:{pod.metrics_port}", "--health-addr", f"127.0.0.1:{pod.health_port}",
+                 "--webhook-port", str(pod.webhook_port)]
+        is_master = any(a == "--shard-id=master" for a in args) or "--shard-id" not in " ".join(args)
+        if is_master and self.route_service is None:
+            args += ["--webhook-url", f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview
         return [sys.executable, "-m", "velashard.cli.main", *args]
+
+    def _route(self, pod: LocalPod, ready: bool) -> None:
+        """Point the Services selecting this pod at its process (their webhook port), as Endpoints would."""
+        if self.route_service is None:
+            return
+        services = self.api.store.list(("", "services"), self.namespace)[0]
+        for svc in services:
+            selector = (svc.get("spec") or {}).get("selector") or {}
+            if not selector or any(pod.labels.get(k) != v for k, v in selector.items()):
+                continue
+            if any(p.get("targetPort") == "webhook" or p.get("name") == "webhook"
+                   for p in (svc.get("spec") or {}).get("ports") or []):
+                self.route_service(f'{self.namespace}/{svc["metadata"]["name"]}',
+                                   f"127.0.0.1:{pod.webhook_port}" if ready else None)
 
     def _supervise(self, pod: LocalPod) -> None:
         now = time.monotonic()
@@ -191,6 +218,7 @@ class LocalKubelet:
         if pod.ready is ready and pod.state == state:
             return
         pod.ready, pod.state = ready, state
+        self._route(pod, ready)
         now = now_rfc3339()
         status = {"phase": phase, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
                   "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now},

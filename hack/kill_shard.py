@@ -28,9 +28,9 @@ def main() -> int:
     except OSError as err:
         print(f"cannot read {args.dir}/processes.json ({err.strerror}); is velashard dev running?", file=sys.stderr)
         return 2
-    # Pod names start with their Deployment's name: vela-core-local-0-..., vela-core-shard-1-...
+    # Pod names start with their Deployment's name: the addon's shards are velashard-shard-<i>-...
     candidates = [p for p in processes if p.get("pid") and (
-        args.shard in p["name"] if args.shard else ("-shard-" in p["name"] or "-local-" in p["name"]))]
+        args.shard in p["name"] if args.shard else "-shard-" in p["name"])]
     if not candidates:
         print("no shard process to kill", file=sys.stderr)
         return 2

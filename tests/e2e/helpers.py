@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import socket
 import subprocess
 import time
+from typing import Any
 
 from velashard.apis import labels
 from velashard.kube import errors
@@ -95,3 +98,38 @@ def grant_tenant(kube: KubeClient, user: str) -> None:
     kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
         "metadata": {"name": f"{user}-app-tenant"}, "subjects": [{"kind": "User", "name": user}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-tenant"}})
+
+
+CHART = os.path.join(os.path.dirname(__file__), "..", "..", "helm", "velashard")
+CHART_RELEASE = "kubevela"
+MASTER_SA = f"{CHART_RELEASE}-velashard"
+SHARD_SA = f"{CHART_RELEASE}-velashard-shard"
+
+
+def token_kubeconfig(server: Any, kube: KubeClient, service_account: str, path: Any) -> str:
+    """A kubeconfig for `service_account` in the runtime namespace, with a token from the TokenRequest API."""
+    answer = kube.request("create", "POST", f"/api/v1/namespaces/{RUNTIME_NS}/serviceaccounts/{service_account}/token",
+                          body={"spec": {"expirationSeconds": 3600}})
+    doc = server.kubeconfig_document()
+    doc["users"][0]["user"]["token"] = answer["status"]["token"]
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    return str(path)
+
+
+def chart_identities(server: Any, kube: KubeClient, directory: Any) -> tuple[str, str]:
+    """What the chart grants, as the processes' identities: real Helm installs helm/velashard with sharding (its
+    RBAC and ServiceAccounts; the tests' masters register their own webhooks); returns kubeconfigs for the
+    master's and the shards' ServiceAccounts."""
+    import helm_python as helm
+
+    release = helm.Config(kubeconfig_path=server.kubeconfig, namespace=RUNTIME_NS, storage_driver="memory")
+    try:
+        # The tests act as `admin`, a shard admin (it may move apps with `velashard reschedule`).
+        release.install(CHART, CHART_RELEASE, {"sharding": {"enabled": True, "shardAdmins": {"users": ["admin"]}},
+                                               "webhook": {"enabled": False}},
+                        namespace=RUNTIME_NS, create_namespace=True, timeout=60)
+    finally:
+        release.close()
+    return (token_kubeconfig(server, kube, MASTER_SA, os.path.join(directory, "master.kubeconfig")),
+            token_kubeconfig(server, kube, SHARD_SA, os.path.join(directory, "shard.kubeconfig")))

@@ -30,7 +30,8 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import DEPLOYMENTS, NAMESPACES
-from tests.e2e.helpers import RUNTIME_NS, free_port, shard_of, shard_pod, stop_processes, writers_by_app
+from tests.e2e.helpers import (RUNTIME_NS, chart_identities, free_port, shard_of, shard_pod, stop_processes,
+                               writers_by_app)
 from tests.integration.helpers import eventually
 
 pytestmark = pytest.mark.slow  # deselect with -m "not slow"
@@ -74,8 +75,8 @@ def ready(port: int) -> bool:
 class Fleet:
     """The controller processes: a master and slave shards, each slave with a pod whose readiness we set."""
 
-    def __init__(self, kubeconfig: str, kube: KubeClient):
-        self.kubeconfig = kubeconfig
+    def __init__(self, identities: tuple[str, str], kube: KubeClient):
+        self.master_kubeconfig, self.shard_kubeconfig = identities  # the chart's ServiceAccounts
         self.kube = kube
         self.procs: dict[str, subprocess.Popen] = {}
         self.next_id = 0
@@ -84,7 +85,8 @@ class Fleet:
     def _spawn(self, shard: str, *flags: str) -> None:
         health = free_port()
         self.procs[shard] = subprocess.Popen(
-            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig", self.kubeconfig, "--enable-sharding",
+            [sys.executable, "-m", "velashard.cli.main", "--kubeconfig",
+             self.master_kubeconfig if shard == "master" else self.shard_kubeconfig, "--enable-sharding",
              "--shard-id", shard, "--namespace", RUNTIME_NS, "--metrics-addr", "127.0.0.1:0",
              "--health-addr", f"127.0.0.1:{health}", "--kube-api-qps", "500", "--kube-api-burst", "1000",
              "--state-keep-interval", "10", "--log-level", "warning", *LEASE, *flags],
@@ -94,7 +96,7 @@ class Fleet:
     def start_master(self) -> None:
         port = self.webhook_port
         self._spawn("master", "--reschedule-period", "1", "--orphan-grace-period", "2", "--webhook-port", str(port),
-                    "--webhook-url", f"https://127.0.0.1:{port}", "--controller-identity", "admin")
+                    "--webhook-url", f"https://127.0.0.1:{port}")
 
     def add_shard(self) -> str:
         shard = f"shard-{self.next_id}"
@@ -262,13 +264,13 @@ def test_chaos_nothing_lost_nothing_handled_twice(tmp_path, scenario: Scenario):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="chaos", qps=1000, burst=1000)
-    fleet = Fleet(server.kubeconfig, kube)
+    install(kube)
+    fleet = Fleet(chart_identities(server, kube, tmp_path), kube)
     rng = random.Random(20261122)
     # A random tenth (every tenth would, under round-robin, all sit on one shard).
     updater = Updater(kube, [f"app-{i}" for i in sorted(rng.sample(range(scenario.apps), scenario.apps // 10))])
     owners: Owners | None = None
     try:
-        install(kube)
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         fleet.start_master()
         for _ in range(5):

@@ -8,14 +8,14 @@ its identity from a SelfSubjectReview (no --controller-identity).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.e2e.test_manager_process import free_port
-from tests.e2e.test_sharding import RUNTIME_NS, app, shard_of, shard_pod, stop_processes, webhook_serving
+from tests.e2e.helpers import (CHART, CHART_RELEASE as RELEASE, MASTER_SA, RUNTIME_NS, SHARD_SA, free_port, shard_of,
+                               shard_pod, stop_processes, token_kubeconfig)
+from tests.e2e.test_sharding import app, webhook_serving
 from tests.integration.helpers import eventually
 from velashard.apis.oam import APPLICATIONS
 from velashard.core.install import install
@@ -24,20 +24,7 @@ from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is installed by the test extra")
 
-CHART = os.path.join(os.path.dirname(__file__), "..", "..", "helm", "velashard")
-RELEASE = "kubevela"
-MASTER_SA = f"{RELEASE}-velashard"
-SHARD_SA = f"{RELEASE}-velashard-shard"
 CONTROLLER_ROLE = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{RELEASE}-velashard-application-controller"
-
-
-def token_kubeconfig(server, kube: KubeClient, service_account: str, path) -> str:
-    answer = kube.request("create", "POST", f"/api/v1/namespaces/{RUNTIME_NS}/serviceaccounts/{service_account}/token",
-                          body={"spec": {"expirationSeconds": 3600}})
-    doc = server.kubeconfig_document()
-    doc["users"][0]["user"]["token"] = answer["status"]["token"]
-    path.write_text(json.dumps(doc))
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAY_IMPORT_DEVCLUSTER = {"velashard/cli/apiserver.py", "velashard/cli/dev.py"}
 # import name -> distribution name as setup.py declares it, where they differ
-DISTRIBUTIONS = {"yaml": "PyYAML", "jinja2": "Jinja2", "flask": "Flask"}
+DISTRIBUTIONS = {"yaml": "PyYAML", "jinja2": "Jinja2", "flask": "Flask", "helm_python": "helm-python-sdk"}
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:

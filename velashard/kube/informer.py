@@ -144,7 +144,8 @@ class Informer:
             stream.close()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if thread.ident is not None:  # a stop racing start(): an unstarted thread sees _stop and ends at once
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def restart(self, timeout: float = 10.0) -> None:
         """Stop, then list afresh and watch again (a fenced shard must not act on what it saw before)."""

@@ -27,11 +27,22 @@ def conflicting_owner(live: dict[str, Any] | None, app_namespace: str, app_name:
 
 
 def with_last_applied(desired: dict[str, Any]) -> dict[str, Any]:
-    """`desired` carrying a record of itself, for the next three-way merge."""
-    record = json.dumps(desired, sort_keys=True, separators=(",", ":"))
+    """`desired` carrying a record of itself, for the next three-way merge.
+
+    The record leaves out the shard label: the master relabels a moved app's resources itself, and a
+    record naming the old shard would make the new owner rewrite every resource it takes over."""
+    record = json.dumps(_without_shard_label(desired), sort_keys=True, separators=(",", ":"))
     meta = dict(desired.get("metadata") or {})
     meta["annotations"] = {**(meta.get("annotations") or {}), LAST_APPLIED: record}
     return {**desired, "metadata": meta}
+
+
+def _without_shard_label(obj: dict[str, Any]) -> dict[str, Any]:
+    obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.SCHEDULED_SHARD_ID not in obj_labels:
+        return obj
+    kept = {k: v for k, v in obj_labels.items() if k != labels.SCHEDULED_SHARD_ID}
+    return {**obj, "metadata": {**obj["metadata"], "labels": kept}}
 
 
 def merged_for_update(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
+from velashard.sharding.move import set_shard
 from tests.integration.helpers import eventually
 
 SHARD = "s1"
@@ -125,3 +126,34 @@ def test_other_kinds_are_cached_on_demand_and_dropped_when_unused(shard):
             return True
     eventually(gone, timeout=20)
     eventually(lambda: controller.managed.get(CONFIGMAPS) is None)
+
+
+def move(kube: KubeClient, name: str, shard: str) -> None:
+    """As the master moves an app (its status may change meanwhile: try again on a conflict)."""
+    for _ in range(20):
+        try:
+            set_shard(kube, kube.get(APPLICATIONS, name, NS), shard, "test")
+            return
+        except errors.Conflict:
+            time.sleep(0.1)
+    raise AssertionError(f"could not move {name} to {shard}")
+
+
+def test_a_moving_apps_resources_are_not_written_back_and_its_new_owner_writes_nothing(shard):
+    """The master relabels a moving app's resources before the app: the shard losing it, reading one of them
+    past its cache, lets go instead of writing it back; the shard taking it over finds them as it would
+    apply them and writes nothing (a failover would otherwise rewrite every workload it takes over)."""
+    server, kube, _ = shard
+    create_app(kube, "moved", {"name": "moved", "type": "webservice", "properties": {"image": "nginx:1.25"}})
+    eventually(lambda: app_status(kube, "moved").get("status") == "running", timeout=20)
+    move(kube, "moved", "elsewhere")
+    time.sleep(1.0)  # the Deployment left this shard's cache: its app was reconciled once more
+    assert kube.get(DEPLOYMENTS, "moved", NS)["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "elsewhere"
+
+    since = server.audit.since(1 << 62)["lastSeq"]
+    move(kube, "moved", SHARD)
+    time.sleep(1.5)  # picked up again, reconciled from its caches
+    writes = [r for r in controller_requests(server, since)
+              if r["verb"] in ("create", "update", "patch", "delete") and r["resource"] != "events"]
+    assert writes == [], [(w["verb"], w["resource"], w.get("subresource")) for w in writes]
+    assert app_status(kube, "moved").get("status") == "running"

@@ -16,7 +16,7 @@ from velashard.core.rendering import RenderedComponent
 from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
                                              gc_strategy, is_read_only, is_shared, keep_legacy_resources,
                                              keep_live_paths, update_op)
-from velashard.core.tracker import Ref, RefKey, ref_key as ref_key_of
+from velashard.core.tracker import DependentCheck, Ref, RefKey, ref_key as ref_key_of
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Retry, Terminal
@@ -28,9 +28,11 @@ log = logging.getLogger("velashard.core.apply")
 
 
 class Applier:
-    def __init__(self, client: KubeClient, discovery: Discovery, managed: ManagedCaches | None):
+    def __init__(self, client: KubeClient, discovery: Discovery, managed: ManagedCaches | None,
+                 check_dependent: DependentCheck | None = None):
         self.client, self.discovery = client, discovery
         self.managed = managed  # informers of managed kinds, when this process caches them
+        self.check_dependent = check_dependent  # sharded: stop when a resource read live is already moving away
 
     def use_kinds(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
         """Make sure the kinds the app applies are cached (on demand), before it applies or reads them."""
@@ -54,10 +56,20 @@ class Applier:
         if informer is not None:
             return informer.store.get_by(namespace, name)
         try:
-            live = self.client.get(res, name, namespace)
+            live = self._get(ctx, res, name, namespace)
         except errors.NotFound:
             return None
         ctx.saw(res, live)
+        return live
+
+    def _get(self, ctx: ReconcileContext, res: Resource, name: str, namespace: str | None) -> dict[str, Any]:
+        """A read past the shard's cache: a resource of this app labelled for another shard means the master
+        is moving the app (its resources go first), so this shard must not write it back."""
+        live = self.client.get(res, name, namespace)
+        # Unlabelled (applied before sharding, or by hand) is not moving: this apply labels it.
+        if self.check_dependent is not None and ownership.owner_of(live) == (ctx.namespace, ctx.name) and \
+                labels.SCHEDULED_SHARD_ID in (live["metadata"].get("labels") or {}):
+            self.check_dependent(ctx.app, live)
         return live
 
     def live_of(self, ctx: ReconcileContext, obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,7 +133,7 @@ class Applier:
                     ctx.saw(res, self.client.create(res, ownership.with_last_applied(desired)))
                     return
                 except errors.AlreadyExists:
-                    live = self.client.get(res, meta["name"], namespace)  # the cache lagged behind
+                    live = self._get(ctx, res, meta["name"], namespace)  # the cache lagged behind
                     other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
                     if other is not None:
                         raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '

@@ -100,7 +100,7 @@ class ApplicationController:
             lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
             Revisions(self.client, self.revisions, options.revision_limit),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
-            Applier(self.client, self.discovery, self.managed),
+            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue)

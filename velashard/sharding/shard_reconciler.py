@@ -14,15 +14,18 @@ from typing import Any, Callable
 from velashard.apis import labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.controller import DONE, Reconcile, Result, Terminal
+from velashard.kube.controller import DONE, Reconcile, Result
 from velashard.kube.resources import Resource
 from velashard.observability import fields
 
 log = logging.getLogger("velashard.sharding.shard_reconciler")
 
 
-class MovedAway(Terminal):
-    """The object's dependents are labelled for another shard: the object is moving there; stop acting on it."""
+class MovedAway(Exception):
+    """The object's dependents are labelled for another shard: the object is moving there; stop acting on it.
+
+    Not a Terminal: nothing failed, and a reconciler that reports its failures (a workflow step, the
+    app's status) must not report this one; it passes through to the ShardReconciler."""
 
 
 def check_dependent(obj: dict[str, Any], dependent: dict[str, Any]) -> None:

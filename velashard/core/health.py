@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from jinja2 import TemplateError
+
+from velashard.core.expressions import compiled
+
 
 def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
     """(healthy, message) for one live object; a missing object is unhealthy."""
@@ -38,13 +42,8 @@ def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
 
 def policy_health(expression: str, live: dict[str, Any]) -> tuple[bool, str]:
     """A definition's health policy: a sandboxed Jinja expression over `context.output` (the live workload)."""
-    from jinja2 import ChainableUndefined, TemplateError
-    from jinja2.sandbox import SandboxedEnvironment
-
     try:
-        # Missing status fields read as undefined (then `default`), as KubeVela's `*0 | int` does.
-        check = SandboxedEnvironment(undefined=ChainableUndefined).compile_expression(expression)
-        healthy = check(context={"output": live})
+        healthy = compiled(expression)(context={"output": live})
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         return False, f"health policy failed: {err}"
     return bool(healthy), "healthy by policy" if healthy else "unhealthy by policy"

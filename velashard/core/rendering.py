@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ _ENV.globals["drop_args"] = lambda args, drop: [
 _ENV.globals["pick"] = lambda mapping, *keys: {k: mapping[k] for k in keys if k in mapping}
 _ENV.globals.update(POD_PARTS)
 _TEMPLATES: LRUCache = LRUCache(maxsize=512)
+_TEMPLATES_LOCK = threading.Lock()
 
 REF_OBJECTS = "__refObjects__"
 
@@ -91,10 +93,12 @@ class RenderedApp:
 def _compiled(definition: dict[str, Any], template: str) -> Any:
     meta = definition["metadata"]
     key = (meta.get("uid") or meta["name"], meta.get("resourceVersion", ""), template)
-    compiled = _TEMPLATES.get(key)
+    with _TEMPLATES_LOCK:  # an LRU cache reorders itself on reads: workers share it
+        compiled = _TEMPLATES.get(key)
     if compiled is None:
         compiled = _ENV.from_string(template)
-        _TEMPLATES[key] = compiled
+        with _TEMPLATES_LOCK:
+            _TEMPLATES[key] = compiled
     return compiled
 
 

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from jinja2 import ChainableUndefined, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2 import TemplateError
 
+from velashard.core.expressions import compiled
 from velashard.core.workflow_spec import StepSpec, parse_duration
 
 MODE = "StepByStep-DAG"  # KubeVela's default: steps one by one, sub-steps as a DAG
 DONE_PHASES = ("succeeded", "failed", "skipped")
-_EXPR = SandboxedEnvironment(undefined=ChainableUndefined)
 
 
 class StepError(Exception):
@@ -89,7 +88,7 @@ def _condition_true(expr: str, statuses: dict[str, dict[str, Any]], variables: d
                 "skipped": s.get("phase") == "skipped", "timeout": s.get("reason") == "Timeout"}
             for n, s in statuses.items()}
     try:
-        return bool(_EXPR.compile_expression(text)(status=view, inputs=variables, context=variables))
+        return bool(compiled(text)(status=view, inputs=variables, context=variables))
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         raise StepError(f'if "{expr}": {err}', "InvalidIf")
 
@@ -103,7 +102,7 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
 
 def _value_from(expr: str, output: dict[str, Any]) -> Any:
     try:
-        value = _EXPR.compile_expression(expr, undefined_to_none=True)(**output)
+        value = compiled(expr, undefined_to_none=True)(**output)
     except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
         raise StepError(f'outputs valueFrom "{expr}": {err}', "OutputFailed")
     return value

@@ -207,9 +207,12 @@ class WorkloadSimulator:
         assert rs_rt is not None
         meta = deploy["metadata"]
         namespace = meta["namespace"]
-        items, _ = self._api.store.list(rs_rt.group_resource, namespace)
-        owned = [rs for rs in items if any(ref.get("controller") and ref.get("uid") == meta["uid"]
-                                           for ref in rs["metadata"].get("ownerReferences") or [])]
+        # Through the store's owner index: listing the namespace's ReplicaSets made every Deployment change
+        # cost as much as the namespace holds.
+        owned = sorted((rs for gr, rs in self._api.store.dependents_of(meta["uid"])
+                        if gr == rs_rt.group_resource and any(ref.get("controller") and ref.get("uid") == meta["uid"]
+                                                              for ref in rs["metadata"].get("ownerReferences") or [])),
+                       key=lambda rs: rs["metadata"]["name"])
         todo = deployments.plan(deploy, owned)
         for rs in todo.create:
             self._api.create(rs_rt, namespace, rs, self._req)

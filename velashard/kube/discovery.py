@@ -10,7 +10,10 @@ from velashard.kube.resources import Resource
 
 
 class Discovery:
-    """Cached discovery; a miss re-reads the server once (a CRD may have just been installed)."""
+    """Cached discovery; a miss re-reads the server once (a CRD may have just been installed).
+
+    Reads are single-flight: threads that miss together wait for one re-read instead of each making one
+    (a failover's move workers all resolve their first kind at the same moment)."""
 
     def __init__(self, client: KubeClient):
         self._client = client
@@ -18,6 +21,7 @@ class Discovery:
         self._by_kind: dict[tuple[str, str], Resource] = {}
         self._by_resource: dict[tuple[str, str], Resource] = {}
         self._loaded = False
+        self._loads = 0  # completed re-reads
 
     def _load(self) -> None:
         by_kind, by_resource = {}, {}
@@ -38,13 +42,20 @@ class Discovery:
                 by_resource[(group, res.plural)] = res
                 # singular names too, as a RESTMapper resolves them (KubeVela's ref-objects say `resource: configmap`)
                 by_resource.setdefault((group, entry.get("singularName") or entry["kind"].lower()), res)
+        self._by_kind, self._by_resource, self._loaded = by_kind, by_resource, True
+
+    def _reload(self, seen: int) -> None:
+        """Re-read unless another thread finished a re-read since this one looked (`seen`)."""
         with self._lock:
-            self._by_kind, self._by_resource, self._loaded = by_kind, by_resource, True
+            if self._loads == seen:
+                self._load()
+                self._loads += 1
 
     def _find(self, table: str, key: tuple[str, str]) -> Resource:
         for attempt in range(2):
+            seen = self._loads
             if not self._loaded or attempt == 1:
-                self._load()
+                self._reload(seen)
             found = getattr(self, table).get(key)
             if found is not None:
                 return found

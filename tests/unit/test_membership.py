@@ -38,6 +38,7 @@ def test_lease_not_renewed_for_its_duration_makes_a_ready_shard_suspect_with_exp
     seen = observe({}, leases, 100.0)
     seen = observe(seen, leases, 103.0)  # same renewTime seen again: the observation keeps its first time
     assert seen["a"].observed_at == 100.0
+    assert membership([pod("a")], leases, seen, 103.5)["a"].expires_in == pytest.approx(0.5)
     assert membership([pod("a")], leases, seen, 104.5) == {"a": Member(SUSPECT, True)}
 
 
@@ -53,7 +54,7 @@ def test_not_ready_while_renewing_is_suspect_and_not_movable():
     leases = [lease("a")]
     seen = observe({}, leases, 100.0)
     member = membership([pod("a", ready=False)], leases, seen, 101.0)["a"]
-    assert member == Member(SUSPECT, False)
+    assert member == Member(SUSPECT, False, expires_in=3.0)  # the observer looks again right then
     assert not movable(member, dead_for=1000.0, grace=0.0)
 
 

@@ -38,6 +38,7 @@ class LeaseSeen:
 class Member:
     status: str  # available | suspect | dead
     lease_expired: bool  # as observed: a suspect's apps may move
+    expires_in: float | None = None  # seconds until the lease expires as observed; None: expired or unknown
 
 
 def observe(seen: Mapping[str, LeaseSeen], leases: Iterable[dict[str, Any]], now: float) -> dict[str, LeaseSeen]:
@@ -82,6 +83,13 @@ def lease_expired(lease: dict[str, Any] | None, seen: LeaseSeen | None, now: flo
     return now - seen.observed_at > float(spec.get("leaseDurationSeconds") or 0)
 
 
+def lease_expires_in(lease: dict[str, Any] | None, seen: LeaseSeen | None, now: float) -> float | None:
+    """Seconds until `lease_expired` turns true without a renewal; None when it is true or not yet timed."""
+    if lease is None or seen is None or lease_expired(lease, seen, now):
+        return None
+    return seen.observed_at + float((lease.get("spec") or {}).get("leaseDurationSeconds") or 0) - now
+
+
 def membership(pods: Iterable[dict[str, Any]], leases: Iterable[dict[str, Any]], seen: Mapping[str, LeaseSeen],
                now: float) -> dict[str, Member]:
     """shard id -> Member for every shard with a pod or a lease (the master included)."""
@@ -94,13 +102,14 @@ def membership(pods: Iterable[dict[str, Any]], leases: Iterable[dict[str, Any]],
     out: dict[str, Member] = {}
     for shard in set(pods_by_shard) | set(lease_by_shard):
         shard_pods = [p for p in pods_by_shard.get(shard, []) if not terminated(p)]
-        expired = lease_expired(lease_by_shard.get(shard), seen.get(shard), now)
+        lease, observed = lease_by_shard.get(shard), seen.get(shard)
+        expired, expires_in = lease_expired(lease, observed, now), lease_expires_in(lease, observed, now)
         if not shard_pods:
-            out[shard] = Member(DEAD, expired)
+            out[shard] = Member(DEAD, expired, expires_in)
         elif not expired and any(pod_ready(p) for p in shard_pods):
-            out[shard] = Member(AVAILABLE, False)
+            out[shard] = Member(AVAILABLE, False, expires_in)
         else:
-            out[shard] = Member(SUSPECT, expired)
+            out[shard] = Member(SUSPECT, expired, expires_in)
     return out
 
 

@@ -51,7 +51,7 @@ class BackgroundScheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._gone_since: dict[str, float] = {}
-        self._waiting_for_lease = False
+        self._lease_expires_in: float | None = None  # the soonest a suspect's lease expires, as last seen
         self._thread: threading.Thread | None = None
         self._rebalance = False
         self._draining = 0
@@ -86,9 +86,11 @@ class BackgroundScheduler:
             finally:
                 end_work()
             busy = self._gone_since or self._draining
-            # A suspect's apps move as soon as its lease expires: look often while one is waited for.
             wait = min(self.period, max(self.grace / 4, 0.5)) if busy else self.period
-            self._wake.wait(min(wait, 0.5) if self._waiting_for_lease else wait)
+            if self._lease_expires_in is not None:
+                # A suspect's apps move as soon as its lease expires: look again right then.
+                wait = min(wait, self._lease_expires_in + 0.01)
+            self._wake.wait(wait)
             self._wake.clear()
 
     def loads(self) -> dict[str, int]:
@@ -109,8 +111,9 @@ class BackgroundScheduler:
         plans = [(app, "unscheduled") for app in unscheduled]
         orphans, _ = self.client.list_all(APPLICATIONS, label_selector=orphan_selector(available))
         self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in orphans}, now)
-        self._waiting_for_lease = any(members.get(s) is not None and members[s].status == SUSPECT
-                                      for s in self._gone_since)
+        self._lease_expires_in = min((members[s].expires_in for s in self._gone_since if s in members
+                                      and members[s].status == SUSPECT and members[s].expires_in is not None),
+                                     default=None)
         plans += [(app, "orphaned") for app in due_orphans(orphans, self._gone_since, now, self.grace, members)]
         moved = self._schedule_all(plans, available, loads)
         if self._rebalance:

@@ -76,6 +76,12 @@ def denied(api, body: dict, namespace: str = "default") -> dict:
     return status_of(err.value)
 
 
+def observed_generation(reg, name: str) -> int | None:
+    """What the type checker has seen; None until it wrote a status."""
+    status = reg.read_validating_admission_policy_status(name).status
+    return status.observed_generation if status is not None else None
+
+
 def test_crud_watch_and_status(cluster):
     _, api = cluster
     reg = client.AdmissionregistrationV1Api(api)
@@ -83,14 +89,14 @@ def test_crud_watch_and_status(cluster):
     assert made.metadata.generation == 1 and made.spec.validations[0].expression == "true"
     assert made.spec.failure_policy == "Fail" and made.spec.match_constraints.match_policy == "Equivalent"
     assert made.spec.match_constraints.resource_rules[0].scope == "*"  # kube-apiserver's defaults
-    eventually(lambda: reg.read_validating_admission_policy_status("p").status.observed_generation == 1)
+    eventually(lambda: observed_generation(reg, "p") == 1)
     since = reg.read_validating_admission_policy("p").metadata.resource_version
     stream = watch.Watch().stream(reg.list_validating_admission_policy, resource_version=since, timeout_seconds=5)
     reg.patch_validating_admission_policy("p", {"spec": {"validations": [{"expression": "1 < 2"}]}})
     event = next(stream)
     assert event["type"] == "MODIFIED" and event["object"].metadata.generation == 2
     # The status kube-apiserver's policy controller writes: the generation it has seen.
-    eventually(lambda: reg.read_validating_admission_policy_status("p").status.observed_generation == 2)
+    eventually(lambda: observed_generation(reg, "p") == 2)
     reg.create_validating_admission_policy_binding(binding("b", "p", ["Warn", "Audit"]))
     assert [b.metadata.name for b in reg.list_validating_admission_policy_binding().items] == ["b"]
     reg.delete_validating_admission_policy_binding("b")

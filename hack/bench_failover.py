@@ -41,6 +41,8 @@ def main() -> int:
     parser.add_argument("--lease-duration", default="4s", help="shard lease timings for the run (Go durations)")
     parser.add_argument("--renew-deadline", default="2.5s")
     parser.add_argument("--retry-period", default="0.5s")
+    parser.add_argument("--reschedule-workers", type=int, default=None,
+                        help="the master's --reschedule-workers (default: the controller's default)")
     args = parser.parse_args()
     result: dict = {"benchmark": "failover", "cores": os.cpu_count(), "commit": _commit(), "apps": args.apps,
                     "shards": args.shards, "lease_duration": args.lease_duration}
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace, mode: str) -> dict:
              args.renew_deadline, "--leader-election-retry-period", args.retry_period]
     goal = 10.0 if mode == "crash" else duration(args.lease_duration) + 5.0
     with Cluster() as cluster:
-        cluster.start_master("--orphan-grace-period", "0", "--reschedule-period", "1", *lease)
+        workers = ["--reschedule-workers", str(args.reschedule_workers)] if args.reschedule_workers else []
+        cluster.start_master("--orphan-grace-period", "0", "--reschedule-period", "1", *lease, *workers)
         shards = [f"shard-{i}" for i in range(args.shards)]
         for shard in shards:
             cluster.start(shard, *lease, shard=shard)

@@ -80,6 +80,18 @@ def test_steps_run_one_by_one():
     assert phases(ev) == [("s1", "succeeded"), ("s2", "succeeded")]
 
 
+def test_last_execute_time_moves_only_when_the_step_does():
+    """A reconcile that finds a running step as it was writes nothing new into the app's status."""
+    world = World(healthy=set())
+    ev = run(app(), world)
+    again = run(app(), world, ev.status, now=T0 + timedelta(seconds=5))
+    assert again.status["steps"][0]["lastExecuteTime"] == ev.status["steps"][0]["lastExecuteTime"]
+    world.healthy = {"a", "b"}
+    done = run(app(), world, again.status, now=T0 + timedelta(seconds=9))
+    assert phases(done) == [("deploy", "succeeded")]
+    assert done.status["steps"][0]["lastExecuteTime"] != ev.status["steps"][0]["lastExecuteTime"]
+
+
 def test_suspend_waits_for_resume_or_its_duration():
     a = app([{"name": "wait", "type": "suspend"}, {"name": "go", "type": "deploy"}])
     ev = run(a, World())

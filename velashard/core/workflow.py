@@ -140,8 +140,11 @@ class _Pass:
             out["reason"] = reason
         if first:
             out["firstExecuteTime"] = first
-            out["lastExecuteTime"] = _ts(self.now) if phase not in DONE_PHASES or old.get("phase") != phase \
-                else old.get("lastExecuteTime", _ts(self.now))
+            # Moves only when the step's state does: a reconcile that finds a running step as it was must not
+            # rewrite the app's status for a timestamp (one write per workload event otherwise).
+            unchanged = all(old.get(k) == out.get(k) for k in ("phase", "message", "reason"))
+            out["lastExecuteTime"] = old["lastExecuteTime"] if unchanged and old.get("lastExecuteTime") \
+                else _ts(self.now)
         return out
 
     def run_list(self, steps: tuple[StepSpec, ...] | list[StepSpec], dag: bool) -> list[dict[str, Any]]:

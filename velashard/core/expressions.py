@@ -10,24 +10,17 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from cachetools import LRUCache
+from cachetools import LRUCache, cached
 from jinja2 import ChainableUndefined
 from jinja2.sandbox import SandboxedEnvironment
 
 # Missing fields read as undefined (then `default`), as KubeVela's `*0 | int` does.
 _ENV = SandboxedEnvironment(undefined=ChainableUndefined)
-# Expressions come from definitions and app specs: few distinct ones; bounded all the same.
-_COMPILED: LRUCache = LRUCache(maxsize=512)
-_LOCK = threading.Lock()
 
 
+# Expressions come from definitions and app specs: few distinct ones; bounded all the same. An invalid
+# one raises and is not cached. The lock: an LRU cache reorders itself on reads, and workers share it.
+@cached(LRUCache(maxsize=512), lock=threading.Lock())
 def compiled(expression: str, undefined_to_none: bool = False) -> Callable[..., Any]:
     """The expression as a callable over keyword variables; raises jinja2's TemplateError when invalid."""
-    key = (expression, undefined_to_none)
-    with _LOCK:
-        found = _COMPILED.get(key)
-    if found is None:
-        found = _ENV.compile_expression(expression, undefined_to_none=undefined_to_none)
-        with _LOCK:
-            _COMPILED[key] = found
-    return found
+    return _ENV.compile_expression(expression, undefined_to_none=undefined_to_none)

@@ -8,7 +8,7 @@ from velashard.cue import ast
 from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import CTX, Conjunct, Env, LimitExceeded, Vertex, evaluate, resolve
+from velashard.cue.evaluator import CTX, Conjunct, Env, LimitExceeded, Vertex, evaluate, first_error, resolve
 from velashard.cue.export import from_data, to_data
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom
@@ -87,9 +87,14 @@ class Instance:
         v = self.lookup(expression)
         return type(v) is not Bottom
 
-    def export(self, expression: str | None = None) -> Any:
-        """Plain data of the whole value or of an expression; CueError if it is not concrete."""
+    def export(self, expression: str | None = None, check: bool = True) -> Any:
+        """Plain data of the whole value or of an expression; CueError if it is not concrete. With
+        `check`, an error anywhere in the value fails the export, as the cue tool does."""
         def run() -> Any:
+            if check:
+                err = first_error(self.root)
+                if err is not None:
+                    raise err
             v = self.lookup(expression)
             if type(v) is Bottom:
                 raise v.error(expression or "")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from velashard.cue.errors import CueError
 from velashard.cue.values import (K_FLOAT, K_INT, K_NUMBER, K_ALL, K_BOOL, K_BYTES, K_NULL, K_STRING, NULL, TOP,
-                                  BasicType, Bottom, Bound, Conj, Func, Package, compile_regex, DECIMAL)
+                                  BasicType, Bottom, Bound, Conj, CueSource, Func, Package, compile_regex, DECIMAL)
 
 
 def _ints(lo: int, hi: int) -> Conj:
@@ -32,7 +32,7 @@ UNIVERSE: dict[str, Any] = {
     "uint": Conj(K_INT, (Bound(">=", 0),)),
     "int8": _ints(-128, 127), "int16": _ints(-32768, 32767), "int32": _ints(-2**31, 2**31 - 1),
     "int64": _ints(-2**63, 2**63 - 1), "int128": _ints(-2**127, 2**127 - 1),
-    "uint8": _ints(0, 255), "byte": _ints(0, 255), "uint16": _ints(0, 65535), "uint32": _ints(0, 2**32 - 1),
+    "uint8": _ints(0, 255), "uint16": _ints(0, 65535), "uint32": _ints(0, 2**32 - 1),
     "uint64": _ints(0, 2**64 - 1), "uint128": _ints(0, 2**128 - 1), "rune": _ints(0, 0x10FFFF),
     "float32": Conj(K_NUMBER, (Bound(">=", Decimal("-3.40282346638528859811704183484516925440e+38")),
                                Bound("<=", Decimal("3.40282346638528859811704183484516925440e+38")))),
@@ -166,8 +166,8 @@ STRINGS: dict[str, Func] = {f.name: f for f in [
     Func("SplitN", lambda s, sep, n: _go_split(s, sep, n), 3),
     Func("SplitAfterN", lambda s, sep, n: _go_split(s, sep, n, True), 3),
     Func("Title", _title, 1),
+    Func("ToTitle", _title, 1),
     Func("ToLower", lambda s: s.lower(), 1),
-    Func("ToTitle", lambda s: s.upper(), 1),
     Func("ToUpper", lambda s: s.upper(), 1),
     Func("Trim", lambda s, cut: s.strip(cut), 2),
     Func("TrimLeft", lambda s, cut: s.lstrip(cut), 2),
@@ -309,15 +309,26 @@ STRCONV: dict[str, Func] = {f.name: f for f in [
 
 
 def _format_float(f: Any, fmt_: Any, prec: int) -> str:
+    """Go's strconv.FormatFloat for the formats f, e, E, g, G; precision -1 is the shortest exact form."""
     code = chr(fmt_) if type(fmt_) is int else str(fmt_)
-    d = Decimal(f)
-    if code == "f":
-        return f"{d:.{prec}f}" if prec >= 0 else format(d.normalize(), "f")
-    if code in "eE":
-        return f"{float(d):.{max(prec, 0)}{code}}"
-    if code in "gG":
-        return str(d.normalize()) if prec < 0 else f"{float(d):.{prec}{code}}"
-    raise fail(f"strconv.FormatFloat: unsupported format {code!r}")
+    x = float(f)
+    if code not in ("f", "e", "E", "g", "G"):
+        raise fail(f"strconv.FormatFloat: unsupported format {code!r}")
+    if prec >= 0:
+        text = f"{x:.{prec}{code}}"
+    else:
+        shortest = Decimal(repr(x))
+        if code == "f":
+            text = format(shortest, "f")
+        elif code in "eE":
+            digits = len(shortest.as_tuple().digits) - 1
+            text = f"{x:.{max(digits, 0)}{code}}"
+        else:
+            exp = shortest.adjusted()
+            text = format(shortest.normalize(), "f") if -4 <= exp < 21 else f"{x:{code}}"
+    if code in "eEgG":
+        text = re.sub(r"([eE][+-])(\d)$", r"\g<1>0\2", text)
+    return text
 
 
 # ---- list ----------------------------------------------------------------------------------------
@@ -472,16 +483,17 @@ LIST: dict[str, Any] = {f.name: f for f in [
     Func("MinItems", lambda xs, n: len(xs) >= n, 2, validator=True),
     Func("MaxItems", lambda xs, n: len(xs) <= n, 2, validator=True),
     Func("Sort", None, 2, raw=True),
+
     Func("SortStable", None, 2, raw=True),
     Func("IsSorted", None, 2, raw=True),
 ]}
 
 
 # ---- math ----------------------------------------------------------------------------------------
-def _round(x: Any, mode: str) -> Any:
+def _round(x: Any, mode: str) -> int:
     if type(x) is int:
         return x
-    return Decimal(x).quantize(Decimal(1), rounding=mode)
+    return int(Decimal(x).quantize(Decimal(1), rounding=mode))
 
 
 def _pow(x: Any, y: Any) -> Any:
@@ -501,6 +513,12 @@ def _float_fn(name: str, fn: Callable[[float], float]) -> Func:
     return Func(name, wrapped, 1)
 
 
+def _multiple_of(x: Any, y: Any) -> bool:
+    if y == 0:
+        raise fail("math.MultipleOf: division by zero")
+    return Decimal(x) % Decimal(y) == 0
+
+
 MATH: dict[str, Any] = {f.name: f for f in [
     Func("Floor", lambda x: _round(x, ROUND_FLOOR), 1),
     Func("Ceil", lambda x: _round(x, ROUND_CEILING), 1),
@@ -513,6 +531,8 @@ MATH: dict[str, Any] = {f.name: f for f in [
     _float_fn("Log10", _math.log10), _float_fn("Exp", _math.exp), _float_fn("Sin", _math.sin),
     _float_fn("Cos", _math.cos), _float_fn("Tan", _math.tan),
     Func("Signbit", lambda x: x < 0, 1),
+    Func("Exp2", lambda x: _pow(2, x), 1),
+    Func("MultipleOf", lambda x, y: _multiple_of(x, y), 2, validator=True),
 ]}
 MATH.update({
     "Pi": Decimal("3.14159265358979323846264338327950288419716939937510582097494459"),
@@ -610,7 +630,7 @@ REGEXP: dict[str, Any] = {f.name: f for f in [
     Func("ReplaceAll", _replace_all, 3),
     Func("ReplaceAllLiteral", lambda p, src, repl: compile_regex(p).sub(lambda m: repl, src), 3),
     Func("QuoteMeta", lambda s: re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", s), 1),
-    Func("Valid", _valid_regexp, 1, validator=False),
+    Func("Valid", _valid_regexp, 1, validator=True),
 ]}
 
 
@@ -713,6 +733,30 @@ def _yaml_loader() -> Any:
 
         class Loader(yaml.SafeLoader):
             pass
+
+        # YAML 1.2's core schema, as CUE's parser resolves plain scalars: `yes`, `on`, 0777 and dates
+        # stay strings.
+        Loader.yaml_implicit_resolvers = {}
+        core = [
+            ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+            ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+            ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+            ("tag:yaml.org,2002:float",
+             r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+             list("-+.0123456789")),
+        ]
+        for tag, pattern, first in core:
+            Loader.add_implicit_resolver(tag, re.compile(pattern), first)
+
+        def int_constructor(loader: Any, node: Any) -> Any:
+            text = loader.construct_scalar(node)
+            if text.startswith("0o"):
+                return int(text[2:], 8)
+            return int(text, 0) if text.startswith("0x") else int(text)
+
+        Loader.add_constructor("tag:yaml.org,2002:int", int_constructor)
+        Loader.add_constructor("tag:yaml.org,2002:bool",
+                               lambda loader, node: loader.construct_scalar(node).lower() == "true")
 
         def float_constructor(loader: Any, node: Any) -> Any:
             text = loader.construct_scalar(node).replace("_", "")
@@ -900,6 +944,8 @@ for _path, _members in _PACKAGE_MEMBERS.items():
         if isinstance(_f, Func) and "." not in _f.name:
             _f.name = f"{_path.split('/')[-1]}.{_f.name}"
     PACKAGES[_path] = Package(_path, _members)
+LIST["Ascending"] = CueSource("{T: number | string, x: T, y: T, less: x < y}")
+LIST["Descending"] = CueSource("{T: number | string, x: T, y: T, less: x > y}")
 
 
 def package(path: str) -> Package:

@@ -104,23 +104,32 @@ def _json(v: Any, out: list, indent: str | None, nl: str, esc: bool) -> None:
 
 
 # ---- YAML (yaml.v3 style, indent 2) ---------------------------------------------------------------
-_PLAIN_SAFE = re.compile(r"^[^\s\-?:,\[\]{}#&*!|>'\"%@`][^:#]*$")
-_YAML_SPECIAL = re.compile(
-    r"^(?:~|null|Null|NULL|true|True|TRUE|false|False|FALSE|y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF"
-    r"|[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
-    r"|0x[0-9a-fA-F_]+|0o?[0-7_]+|0b[01_]+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"
-    r"|\d{4}-\d{1,2}-\d{1,2}(?:[Tt ].*)?|<<|=)$")
+# Plain scalars that YAML 1.2's core schema reads as something other than a string.
+_YAML_NOT_STRING = re.compile(
+    r"^(?:~|null|Null|NULL|true|True|TRUE|false|False|FALSE"
+    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_INDICATORS = set("-?:,[]{}#&*!|>'\"%@`")
+
+
+def _plain_ok(s: str) -> bool:
+    if s != s.strip(" ") or s[0] in _INDICATORS and not (s[0] in "-?:" and len(s) > 1 and s[1] != " "):
+        return False
+    if ": " in s or " #" in s or s.endswith(":") or "\t" in s:
+        return False
+    return all(c.isprintable() for c in s)
 
 
 def _yaml_scalar_string(s: str) -> str:
     if s == "":
         return '""'
-    if _YAML_SPECIAL.match(s):
+    if _YAML_NOT_STRING.match(s):
         return '"' + s + '"'
-    if not _PLAIN_SAFE.match(s) or s != s.strip() or ": " in s or " #" in s or s.endswith(":") or \
-            any(ord(c) < 0x20 or c == "\x7f" for c in s):
-        return _double_quoted(s)
-    return s
+    if _plain_ok(s):
+        return s
+    if all(c.isprintable() for c in s):
+        return "'" + s.replace("'", "''") + "'"
+    return _double_quoted(s)
 
 
 def _double_quoted(s: str) -> str:
@@ -136,8 +145,8 @@ def _double_quoted(s: str) -> str:
             out.append("\\t")
         elif c == "\r":
             out.append("\\r")
-        elif ord(c) < 0x20 or c == "\x7f":
-            out.append(f"\\x{ord(c):02X}")
+        elif not c.isprintable():
+            out.append(f"\\x{ord(c):02X}" if ord(c) < 0x100 else f"\\u{ord(c):04X}")
         else:
             out.append(c)
     out.append('"')
@@ -146,7 +155,7 @@ def _double_quoted(s: str) -> str:
 
 def go_yaml(data: Any) -> str:
     lines: list[str] = []
-    _yaml_node(data, lines, 0, None)
+    _yaml_block(data, lines, 0)
     return "\n".join(lines) + "\n"
 
 
@@ -158,7 +167,7 @@ def _yaml_inline(v: Any) -> str | None:
     if t is list:
         return "[]" if not v else None
     if t is str:
-        if "\n" in v:
+        if "\n" in v and all(c.isprintable() or c == "\n" for c in v):
             return None
         return _yaml_scalar_string(v)
     if t is bool:
@@ -172,57 +181,56 @@ def _yaml_inline(v: Any) -> str | None:
     raise TypeError(f"cannot encode {t.__name__} as YAML")
 
 
-def _literal_block(s: str, indent: int) -> list[str]:
-    chomp = "-" if not s.endswith("\n") else ("+" if s.endswith("\n\n") else "")
-    body = s[:-1] if s.endswith("\n") and chomp == "" else s
-    if chomp == "+":
-        body = s[:-1]
-    lead = str(2) if s[:1] in (" ", "\n") else ""
-    head = "|" + lead + chomp
+def _literal(s: str, indent: int) -> list[str]:
+    """A multi-line string as a literal block: `|` keeps one final newline, `|-` none, `|+` more."""
+    if s.endswith("\n\n") or s == "\n":
+        chomp, body = "+", s[:-1]
+    elif s.endswith("\n"):
+        chomp, body = "", s[:-1]
+    else:
+        chomp, body = "-", s
+    lead = "2" if s[:1] == " " else ""
     pad = " " * indent
-    return [head] + [(pad + line) if line else "" for line in body.split("\n")]
+    return ["|" + lead + chomp] + [(pad + line) if line else "" for line in body.split("\n")]
 
 
-def _yaml_node(v: Any, lines: list[str], indent: int, _key: Any) -> None:
+def _yaml_block(v: Any, lines: list[str], indent: int) -> None:
+    """v (a non-empty mapping or sequence, or a scalar) as lines at `indent`."""
     pad = " " * indent
     t = type(v)
     if t is dict and v:
         for k, x in v.items():
-            key = _yaml_scalar_string(k)
-            inline = _yaml_inline(x)
-            if inline is not None:
-                lines.append(f"{pad}{key}: {inline}")
-            elif type(x) is str:
-                block = _literal_block(x, indent + 2)
-                lines.append(f"{pad}{key}: {block[0]}")
-                lines.extend(block[1:])
-            elif type(x) is list:
-                lines.append(f"{pad}{key}:")
-                _yaml_node(x, lines, indent + 2, k)
-            else:
-                lines.append(f"{pad}{key}:")
-                _yaml_node(x, lines, indent + 2, k)
+            _yaml_entry(f"{pad}{_yaml_scalar_string(k)}:", x, lines, indent, in_mapping=True)
         return
     if t is list and v:
         for x in v:
-            inline = _yaml_inline(x)
-            if inline is not None:
-                lines.append(f"{pad}- {inline}")
-            elif type(x) is str:
-                block = _literal_block(x, indent + 2)
-                lines.append(f"{pad}- {block[0]}")
-                lines.extend(block[1:])
-            else:
-                sub: list[str] = []
-                _yaml_node(x, sub, indent + 2, None)
-                first = sub[0]
-                lines.append(f"{pad}- {first[indent + 2:]}")
-                lines.extend(sub[1:])
+            _yaml_entry(f"{pad}-", x, lines, indent, in_mapping=False)
         return
     inline = _yaml_inline(v)
     if inline is not None:
         lines.append(pad + inline)
     else:
-        block = _literal_block(v, indent)
+        block = _literal(v, indent)
         lines.append(pad + block[0])
         lines.extend(block[1:])
+
+
+def _yaml_entry(head: str, x: Any, lines: list[str], indent: int, in_mapping: bool) -> None:
+    inline = _yaml_inline(x)
+    if inline is not None:
+        lines.append(f"{head} {inline}")
+    elif type(x) is str:
+        block = _literal(x, indent + 2)
+        lines.append(f"{head} {block[0]}")
+        lines.extend(block[1:])
+    elif type(x) is list and in_mapping:
+        lines.append(head)
+        _yaml_block(x, lines, indent)  # yaml.v3 does not indent a sequence under its key
+    elif in_mapping:
+        lines.append(head)
+        _yaml_block(x, lines, indent + 2)
+    else:
+        sub: list[str] = []
+        _yaml_block(x, sub, indent + 2)
+        lines.append(f"{head} {sub[0][indent + 2:]}")
+        lines.extend(sub[1:])

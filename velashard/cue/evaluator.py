@@ -19,9 +19,9 @@ from velashard.cue import ast
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
 from velashard.cue.values import (K_ALL, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
-                                  TOP, BasicType, Bottom, Bound, Conj, Disj, Func, Package, Top, Validator, add_alt,
+                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Top, Validator, add_alt,
                                   DECIMAL, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
-                                  make_disj, same_value, unify_scalar, value_kind)
+                                  make_disj, same_value, term_flags, unify_scalar, value_kind)
 
 NEW, EXPANDING, DONE = 0, 1, 2
 _DEF = "def"  # the closedness group fields of a definition derive theirs from
@@ -135,7 +135,7 @@ def pattern_matches(match: Any, key: Any) -> bool:
 class Vertex:
     __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
-                 "err", "alts", "regular", "optional", "required", "not_allowed")
+                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen")
 
     def __init__(self, parent: "Vertex | None", label: Any) -> None:
         self.parent = parent
@@ -162,6 +162,7 @@ class Vertex:
         self.optional = False
         self.required = False
         self.not_allowed: Bottom | None = None
+        self.pat_seen = 0
 
     def __repr__(self) -> str:
         return f"Vertex({self.path()})"
@@ -184,11 +185,21 @@ class Vertex:
         arc = Vertex(self, key)
         arc.regular = False
         self.arcs[key] = arc
-        if self.patterns and type(key) is str:
-            for p in self.patterns:
-                if pattern_matches(p.match, key):
-                    arc.add(p.conjunct(key))
+        if self.state == DONE and self.patterns:
+            self._apply_patterns()
         return arc
+
+    def _apply_patterns(self) -> None:
+        """Pattern constraints reach every field, after the field's own conjuncts (CUE's order)."""
+        patterns = self.patterns
+        n = len(patterns)
+        for key, arc in list(self.arcs.items()):
+            seen = arc.pat_seen
+            if seen < n and type(key) is str:
+                arc.pat_seen = n
+                for p in patterns[seen:]:
+                    if pattern_matches(p.match, key):
+                        arc.add(p.conjunct(key))
 
     def mark(self, constraint: str) -> None:
         if constraint == "":
@@ -210,6 +221,8 @@ class Vertex:
         try:
             self._process(c)
             self._drain()
+            if self.patterns:
+                self._apply_patterns()
             self._finish()
         finally:
             self.state = DONE
@@ -234,6 +247,8 @@ class Vertex:
             if self.disjs:
                 self._resolve_disjunctions()
             else:
+                if self.patterns:
+                    self._apply_patterns()
                 self._finish()
         finally:
             ctx.depth -= 1
@@ -346,6 +361,8 @@ class Vertex:
                 self._choose(alts, c)
             else:
                 self.disjs.append((alts, c))
+        elif t is Func and v.validator and v.arity == 1:
+            self._unify_scalar(v, c)
         elif t is Func or t is Package:
             self._set_err(Bottom(f"cannot use {v!r} as a value (call it)", "eval"))
         else:
@@ -378,7 +395,7 @@ class Vertex:
                     grp.open = True
                 if c.closed:
                     grp.closed = True
-        if lit.labels and not from_comprehension:
+        if lit.labels:
             self.structs.append(lit.labels)
         if not lit.has_embeds or lit.labels:
             self.is_struct = True
@@ -434,9 +451,6 @@ class Vertex:
         self.patterns.append(p)
         for g in groups:
             self.groups[g].patterns.append(match)
-        for key, arc in list(self.arcs.items()):
-            if pattern_matches(match, key):
-                arc.add(p.conjunct(key))
 
     def _run_comprehension(self, item: tuple) -> None:
         d, env, groups, closed, rec = item
@@ -486,17 +500,15 @@ class Vertex:
         if not structural:
             out: list = []
             first_err = None
-            for v, d in values:
+            for v, rule in values:
                 if type(v) is Bottom:
                     first_err = first_err or v
-                elif type(v) is Disj:
-                    for w, dw in v.alts:
-                        add_alt(out, w, d and dw)
                 else:
-                    add_alt(out, v, d)
+                    for w, dw in term_flags(v, rule):
+                        add_alt(out, w, dw)
             self._unify_scalar(make_disj(out, first_err), c)
             return
-        conjs = [(c.with_expr(e), d) for e, d in alts]
+        conjs = [(c.with_expr(e), rule == "T") for e, rule in alts]
         if self.choices is not None and self.choice_i < len(self.choices):
             self._choose(conjs, c)
         else:
@@ -522,6 +534,7 @@ class Vertex:
                                 "combinations of disjunctions")
         results: list = []
         first_err: Bottom | None = None
+        has_marks = [any(d for _, d in alts) for alts, _ in disjs]
         for combo in itertools.product(*[range(len(alts)) for alts, _ in disjs]):
             clone = Vertex(self.parent, self.label)
             clone.conjuncts = self.conjuncts
@@ -533,12 +546,14 @@ class Vertex:
                 if first_err is None:
                     first_err = err
                 continue
-            d = all(disjs[j][0][k][1] for j, k in enumerate(combo))
+            # defaults combine as in unification: disjunctions without marks do not restrict
+            marked = [disjs[j][0][k][1] for j, k in enumerate(combo) if has_marks[j]]
             if clone.alts is not None:
+                inner_marked = any(da for _, da in clone.alts)
                 for a, da in clone.alts:
-                    add_vertex_alt(results, a, d and da)
+                    add_vertex_alt(results, a, combine_defaults(marked + ([da] if inner_marked else [])))
             else:
-                add_vertex_alt(results, clone, d)
+                add_vertex_alt(results, clone, combine_defaults(marked))
         if not results:
             self.err = first_err or Bottom("empty disjunction", "conflict")
             self.kind = SCALAR
@@ -546,8 +561,6 @@ class Vertex:
         if len(results) == 1:
             self._adopt(results[0][0])
             return
-        if not any(d for _, d in results):
-            results = [(a, True) for a, _ in results]
         self.alts = results
 
     def _adopt(self, other: "Vertex") -> None:
@@ -640,6 +653,11 @@ class Vertex:
         return TOP if self.scalar is None else self.scalar
 
 
+def combine_defaults(flags: list[bool]) -> bool:
+    """An alternative is a default if it is one in every disjunction that has defaults, and some has."""
+    return bool(flags) and all(flags)
+
+
 def add_vertex_alt(results: list, v: Vertex, default: bool) -> None:
     for i, (w, d) in enumerate(results):
         if vertices_equal(v, w):
@@ -686,24 +704,50 @@ def deep_error(v: Vertex, depth: int = 0) -> Bottom | None:
     return None
 
 
-def flatten_disjunction(x: Any, outer_marked: bool | None = None) -> list[tuple[Any, bool]]:
-    """The alternatives of `a | *b | (c | d)` with their default flags, by CUE's rules: in a disjunction
-    with marked defaults only the marked alternatives are defaults; without any, all are."""
-    leaves: list[Any] = []
-    _collect(x, leaves)
-    marked = any(type(e) is ast.Unary and e.op == "*" for e in leaves)
-    out = []
-    for e in leaves:
+def first_error(v: Vertex, depth: int = 0) -> CueError | None:
+    """The first error (not merely incomplete) anywhere in v: fields, hidden fields and definitions."""
+    v.expand()
+    if v.not_allowed is not None:
+        return v.not_allowed.error(v.path())
+    if v.err is not None:
+        return None if v.err.incomplete else v.err.error(v.path())
+    if v.alts is not None:
+        return None
+    if depth > CTX.limits.depth:
+        raise LimitExceeded("value nested too deeply (a structural cycle?)")
+    for arc in list(v.arcs.values()):
+        if arc.regular or arc.required:
+            e = first_error(arc, depth + 1)
+            if e is not None:
+                return e
+    return None
+
+
+def flatten_disjunction(x: Any) -> list[tuple[Any, str]]:
+    """The terms of `a | *b | (c | *d)` with the rule that gives each its default flags (values.term_flags):
+    in a marked disjunction a marked term is "T" and an unmarked one "F"; in an unmarked one "own". A
+    parenthesised disjunction keeps its own marks where the spec says so (M2, D2)."""
+    terms: list[Any] = []
+    _collect(x, terms)
+    marked = any(type(e) is ast.Unary and e.op == "*" for e in terms)
+    out: list[tuple[Any, str]] = []
+    for e in terms:
         is_marked = type(e) is ast.Unary and e.op == "*"
         inner = e.x if is_marked else e
         while type(inner) is ast.Paren:
             inner = inner.x
-        d = is_marked if marked else True
         if type(inner) is ast.Binary and inner.op == "|":
-            for ie, idd in flatten_disjunction(inner):
-                out.append((ie, d and idd))
+            sub = flatten_disjunction(inner)
+            sub_marked = any(r == "T" for _, r in sub)
+            if marked:
+                if is_marked:
+                    out.extend(sub if sub_marked else [(se, "T") for se, _ in sub])
+                else:
+                    out.extend((se, "F") for se, _ in sub)
+            else:
+                out.extend(sub)
         else:
-            out.append((inner, d))
+            out.append((inner, ("T" if is_marked else "F") if marked else "own"))
     return out
 
 
@@ -734,8 +778,7 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
         if src.kind == LIST:
             items = [(k, a) for k, a in src.arcs.items()]
         else:
-            items = [(k.lstrip(QUOTED), src.arcs[k]) for k in ordered_keys(src)
-                     if is_regular(k) and src.arcs[k].regular]
+            items = [(k.lstrip(QUOTED), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
         for k, a in items:
             _step()
             bindings = {cl.value: a}
@@ -867,6 +910,17 @@ def resolve(x: Any, env: Env | None) -> Any:
     return evaluate(x, env)
 
 
+def source_vertex(m: CueSource) -> "Vertex":
+    """A package member written in CUE: compiled once, a fresh value per use."""
+    if m.expr is None:
+        from velashard.cue.compiler import Compiler, Scope
+        from velashard.cue.parser import parse_expr
+        x = parse_expr(m.text, "<builtin>")
+        Compiler([]).expr(x, Scope(None, {}))
+        m.expr = x
+    return temp_vertex(m.expr, None)
+
+
 def _struct_of(b: Any, x: Any) -> Any:
     if type(b) is Vertex:
         if b.state == NEW:
@@ -894,6 +948,8 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
         if m is None:
             return Bottom(f"undefined: {b.path.split('/')[-1]}.{label} (not supported by this evaluator)",
                           "undefined", (x.pos,))
+        if type(m) is CueSource:
+            return source_vertex(m)
         return m
     b = _struct_of(b, x)
     if type(b) is Bottom:
@@ -981,17 +1037,15 @@ def binary(x: ast.Binary, env: Env | None) -> Any:
         alts = flatten_disjunction(x)
         out: list = []
         first_err = None
-        for e, d in alts:
+        for e, rule in alts:
             v = evaluate(e, env)
             if type(v) is Vertex or (type(v) is Disj and _has_vertex(v)):
                 return temp_vertex(x, env).value()
             if type(v) is Bottom:
                 first_err = first_err or v
-            elif type(v) is Disj:
-                for w, dw in v.alts:
-                    add_alt(out, w, d and dw)
             else:
-                add_alt(out, v, d)
+                for w, dw in term_flags(v, rule):
+                    add_alt(out, w, dw)
         return make_disj(out, first_err)
     if (op == "==" or op == "!=") and (type(x.y) is ast.BottomLit or type(x.x) is ast.BottomLit):
         other = x.x if type(x.y) is ast.BottomLit else x.y
@@ -1047,14 +1101,21 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
     kb = K_LIST if tb is Vertex and b.kind == LIST else (K_STRUCT if tb is Vertex else kind_of(b))
     if op in ("==", "!="):
         if ka & K_NUMBER and kb & K_NUMBER or ka == kb:
-            if ka & (K_STRUCT | K_LIST):
-                return Bottom(f"invalid operation: {op} on {kind_name(ka)}", "eval", (x.pos,))
-            r = equal_atoms(a, b)
+            if ka == K_STRUCT:
+                return Bottom(f"invalid operation: {op} on struct", "eval", (x.pos,))
+            if ka == K_LIST:
+                from velashard.cue.export import to_data
+                try:
+                    r = to_data(a) == to_data(b)
+                except CueError as err:
+                    return Bottom(err.message, err.kind, (x.pos,))
+            else:
+                r = equal_atoms(a, b)
             return r if op == "==" else not r
-        if ka & (K_STRUCT | K_LIST) or kb & (K_STRUCT | K_LIST):
-            return Bottom(f"invalid operands to {op} (mismatched types {kind_name(ka)} and {kind_name(kb)})",
-                          "eval", (x.pos,))
-        return op == "!="
+        if a is NULL or b is NULL:
+            return op == "!="
+        return Bottom(f"invalid operands {_show(a)} and {_show(b)} to '{op}' (type {kind_name(ka)} and "
+                      f"{kind_name(kb)})", "eval", (x.pos,))
     if ka & K_NUMBER and kb & K_NUMBER:
         if op in ("<", "<=", ">", ">="):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
@@ -1191,7 +1252,7 @@ def interpolate(x: ast.Interp, env: Env | None) -> Any:
         if size > CTX.limits.string_bytes:
             raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
     text = "".join(out)
-    return text.encode() if x.is_bytes else text
+    return text.encode("utf-8", "surrogateescape") if x.is_bytes else text
 
 
 def slice_list(x: ast.Slice, env: Env | None) -> Any:

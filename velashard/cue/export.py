@@ -10,7 +10,7 @@ from typing import Any
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import DONE, LIST, SCALAR, STRUCT, Vertex, ordered_keys
-from velashard.cue.values import NULL, Bottom, Conj, Disj, Validator, check_validator, fmt, is_atom
+from velashard.cue.values import NULL, Bottom, Conj, Disj, Validator, check_validator, default_of, fmt, is_atom
 
 
 def to_data(v: Any, path: str = "") -> Any:
@@ -33,7 +33,7 @@ def _vertex_data(v: Vertex, depth: int) -> Any:
     if v.err is not None:
         raise v.err.error(_path(v))
     if v.alts is not None:
-        defaults = [a for a, d in v.alts if d]
+        defaults = [a for a, d in v.alts if d] or (v.alts[0:1] if len(v.alts) == 1 else [])
         if len(defaults) == 1:
             return _vertex_data(defaults[0], depth)
         raise CueError(f"incomplete value {_describe_alts(v)} (unresolved disjunction)", "incomplete", _path(v))
@@ -98,10 +98,10 @@ def _scalar_data(s: Any, path: str) -> Any:
         raise CueError("incomplete value _", "incomplete", path)
     t = type(s)
     if t is Disj:
-        defaults = s.defaults()
-        if len(defaults) == 1:
-            return _scalar_data(defaults[0], path)
-        raise CueError(f"incomplete value {s!r}", "incomplete", path)
+        d = default_of(s)
+        if type(d) is Bottom:
+            raise CueError(f"incomplete value {s!r}", "incomplete", path)
+        return _scalar_data(d, path)
     if t is Bottom:
         raise s.error(path)
     if s is NULL:

@@ -153,6 +153,7 @@ class Parser:
             self.next()
             self.next()
         label_tok = self.tok
+        label_start = self.k
         label = self.label_candidate()
         if label is not None:
             constraint = ""
@@ -170,7 +171,7 @@ class Parser:
                 return ast.Field(label, value, constraint, attrs, comments, label_tok.pos)
             if constraint:
                 raise self.error("expected ':' after optional or required marker")
-            self.k = self.label_start
+            self.k = label_start
         if alias is not None:
             # `X = expr` at declaration level: an old form of let.
             return ast.LetDecl(alias, self.expr(), tok.pos)
@@ -181,7 +182,7 @@ class Parser:
 
     def label_candidate(self) -> ast.Label | None:
         """Parse a label if one starts here and a ':' (or ?: / !:) follows; otherwise rewind and return None."""
-        self.label_start = self.k
+        start = self.k
         tok = self.tok
 
         def followed_by_colon() -> bool:
@@ -220,7 +221,7 @@ class Parser:
                     self.next()
                     if followed_by_colon():
                         return ast.Label("pattern", None, x, alias, tok.pos)
-        self.k = self.label_start
+        self.k = start
         return None
 
     def field_value(self) -> ast.Expr:
@@ -403,7 +404,7 @@ class Parser:
                     raise sub.error(f"unexpected {sub.describe(sub.tok)} in interpolation")
                 parts.append(x)
             elif p:
-                parts.append(p)
+                parts.append(p.decode("utf-8", "surrogateescape") if isinstance(p, bytes) else p)
         return ast.Interp(parts, is_bytes, tok.pos)
 
     def struct_lit(self) -> ast.StructLit:

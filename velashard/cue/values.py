@@ -7,6 +7,7 @@ not reduce further), Disj (alternatives with defaults) and Bottom (an error)."""
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Context, Decimal
 from typing import Any, Callable
@@ -187,6 +188,15 @@ class Func:
         return self.name
 
 
+class CueSource:
+    """A package member written in CUE (list.Ascending); the evaluator compiles it on first use."""
+    __slots__ = ("text", "expr")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.expr: Any = None
+
+
 class Package:
     __slots__ = ("path", "members")
 
@@ -262,13 +272,24 @@ def value_kind(v: Any) -> int:
         return v.mask
     if t is Bound:
         return v.mask()
-    if t is Top:
+    if t is Top or t is Validator:
         return K_ALL
     return 0
 
 
+def as_constraint(v: Any) -> Any:
+    """A builtin validator named without a call (`time.Duration`) is the validator itself."""
+    if type(v) is Func and v.validator and v.arity == 1:
+        return Validator(v.name, v.fn, ())
+    return v
+
+
 def unify_scalar(a: Any, b: Any) -> Any:
     """Unify two non-struct values."""
+    if type(a) is Func:
+        a = as_constraint(a)
+    if type(b) is Func:
+        b = as_constraint(b)
     if a is TOP or a is None:
         return b
     if b is TOP or b is None:
@@ -364,6 +385,9 @@ def merge_constraints(a: Any, b: Any) -> Any:
         return check_atom(bounds, BasicType(mask))  # the bounds pin one value (>=1 & <=1)
     if not bounds:
         return BasicType(mask)
+    one = single_int(mask, bounds)
+    if one is not None:
+        return one
     if len(bounds) == 1 and mask == K_ALL:
         return bounds[0]
     if len(bounds) == 1 and type(bounds[0]) is Bound and bounds[0].op in ("<", "<=", ">", ">=") and \
@@ -405,9 +429,27 @@ def _simplify_bounds(bounds: list) -> Any:
     return out + rest
 
 
+def single_int(mask: int, bounds: list) -> Any:
+    """`int & >2 & <4` is 3: an int range with room for one value is that value (as CUE simplifies)."""
+    if mask != K_INT or len(bounds) != 2:
+        return None
+    lo, hi = bounds
+    if type(lo) is not Bound or type(hi) is not Bound or lo.op not in (">", ">=") or hi.op not in ("<", "<="):
+        return None
+    if not (kind_of(lo.value) & K_NUMBER and kind_of(hi.value) & K_NUMBER):
+        return None
+    first = math.floor(lo.value) + 1 if lo.op == ">" else math.ceil(lo.value)
+    last = math.ceil(hi.value) - 1 if hi.op == "<" else math.floor(hi.value)
+    return first if first == last else None
+
+
 def unify_disj(a: Any, b: Any) -> Any:
-    da = a.alts if type(a) is Disj else [(a, True)]
-    db = b.alts if type(b) is Disj else [(b, True)]
+    """Unification distributes over disjunctions; defaults combine by the spec's rules U0-U2: a side
+    without defaults does not restrict the other's."""
+    da = a.alts if type(a) is Disj else [(a, False)]
+    db = b.alts if type(b) is Disj else [(b, False)]
+    ha = any(d for _, d in da)
+    hb = any(d for _, d in db)
     out: list[tuple[Any, bool]] = []
     first_err = None
     for va, fa in da:
@@ -416,7 +458,7 @@ def unify_disj(a: Any, b: Any) -> Any:
             if type(v) is Bottom:
                 first_err = first_err or v
                 continue
-            add_alt(out, v, fa and fb)
+            add_alt(out, v, (ha or hb) and (fa or not ha) and (fb or not hb))
     return make_disj(out, first_err)
 
 
@@ -452,21 +494,34 @@ def make_disj(alts: list[tuple[Any, bool]], err: Bottom | None = None) -> Any:
         return Bottom("empty disjunction", "conflict")
     if len(alts) == 1:
         return alts[0][0]
-    if not any(d for _, d in alts):
-        alts = [(v, True) for v, _ in alts]  # no default survives: every alternative counts
     return Disj(alts)
 
 
 def default_of(v: Any) -> Any:
-    """The value an operand stands for in an expression: a disjunction's single default."""
+    """The value an operand stands for in an expression: a disjunction's single default (or its single
+    value), else an incomplete error."""
     if type(v) is Disj:
         ds = v.defaults()
         if len(ds) == 1:
             return ds[0]
-        if len(v.alts) == len(ds):
-            return Bottom(f"incomplete value {v!r} (unresolved disjunction)", "incomplete")
-        return Bottom(f"incomplete value {v!r} (ambiguous default)", "incomplete")
+        if not ds and len(v.alts) == 1:
+            return v.alts[0][0]
+        return Bottom(f"incomplete value {v!r} ({'ambiguous default' if ds else 'unresolved disjunction'})",
+                      "incomplete")
     return v
+
+
+def term_flags(v: Any, rule: str) -> list[tuple[Any, bool]]:
+    """The alternatives a disjunction term contributes, with default flags by the spec's rules M0-M3 and
+    D0-D2. rule: "T" (a marked term), "F" (an unmarked term of a marked disjunction), "own" (a term of an
+    unmarked disjunction)."""
+    own = v.alts if type(v) is Disj else [(v, False)]
+    has_own = any(d for _, d in own)
+    if rule == "T":
+        return own if has_own else [(x, True) for x, _ in own]
+    if rule == "F":
+        return [(x, False) for x, _ in own]
+    return list(own)
 
 
 def to_decimal(v: Any) -> Decimal:

@@ -37,6 +37,8 @@ class Program:
         for f in self.files:
             root.conjuncts.append(Conjunct(f.body, None))
         if data:
+            if not isinstance(data, dict):
+                raise CueError("data unified with a program must be a mapping", "eval")
             root.conjuncts.append(Conjunct(None, None, value=from_data(data)))
         return Instance(self, root)
 

@@ -110,12 +110,12 @@ class Label(Node):
 
 class Field(Node):
     """`label: value`; constraint is "" (regular), "?" (optional) or "!" (required)."""
-    __slots__ = ("label", "value", "constraint", "attrs", "comments")
+    __slots__ = ("label", "value", "constraint", "attrs", "comments", "value_alias")
 
     def __init__(self, label: Label, value: Expr, constraint: str, attrs: list[str], comments: list[str],
-                 pos: Pos) -> None:
+                 pos: Pos, value_alias: str | None = None) -> None:
         self.label, self.value, self.constraint, self.pos = label, value, constraint, pos
-        self.attrs, self.comments = attrs, comments
+        self.attrs, self.comments, self.value_alias = attrs, comments, value_alias
 
 
 class Embed(Node):

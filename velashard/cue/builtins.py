@@ -321,7 +321,7 @@ def _format_float(f: Any, fmt_: Any, prec: int) -> str:
         if code == "f":
             text = format(shortest, "f")
         elif code in "eE":
-            digits = len(shortest.as_tuple().digits) - 1
+            digits = len(shortest.normalize().as_tuple().digits) - 1
             text = f"{x:.{max(digits, 0)}{code}}"
         else:
             exp = shortest.adjusted()
@@ -513,6 +513,23 @@ def _float_fn(name: str, fn: Callable[[float], float]) -> Func:
     return Func(name, wrapped, 1)
 
 
+def _full(d: Decimal) -> Decimal:
+    """All 24 digits, as apd leaves an inexact operation's result (math.Log10(1000) is 3.000...)."""
+    if d == 0:
+        return d
+    return d.quantize(Decimal(1).scaleb(d.adjusted() - 23), context=DECIMAL)
+
+
+def _decimal_fn(name: str, fn: Callable[[Decimal], Decimal]) -> Func:
+    """A function apd computes exactly to 24 digits, as CUE does (math.Sqrt(16) is 4)."""
+    def wrapped(x: Any) -> Decimal:
+        try:
+            return fn(Decimal(x))
+        except (ArithmeticError, ValueError) as err:
+            raise fail(f"math.{name}: {err}") from None
+    return Func(name, wrapped, 1)
+
+
 def _multiple_of(x: Any, y: Any) -> bool:
     if y == 0:
         raise fail("math.MultipleOf: division by zero")
@@ -527,8 +544,10 @@ MATH: dict[str, Any] = {f.name: f for f in [
     Func("RoundToEven", lambda x: _round(x, ROUND_HALF_EVEN), 1),
     Func("Abs", lambda x: abs(x), 1),
     Func("Pow", _pow, 2),
-    _float_fn("Sqrt", _math.sqrt), _float_fn("Log", _math.log), _float_fn("Log2", _math.log2),
-    _float_fn("Log10", _math.log10), _float_fn("Exp", _math.exp), _float_fn("Sin", _math.sin),
+    _decimal_fn("Sqrt", DECIMAL.sqrt), _decimal_fn("Log", lambda x: _full(DECIMAL.ln(x))),
+    _decimal_fn("Log2", lambda x: _full(DECIMAL.divide(DECIMAL.ln(x), DECIMAL.ln(Decimal(2))))),
+    _decimal_fn("Log10", lambda x: _full(DECIMAL.divide(DECIMAL.ln(x), DECIMAL.ln(Decimal(10))))),
+    _decimal_fn("Exp", DECIMAL.exp), _float_fn("Sin", _math.sin),
     _float_fn("Cos", _math.cos), _float_fn("Tan", _math.tan),
     Func("Signbit", lambda x: x < 0, 1),
     Func("Exp2", lambda x: _pow(2, x), 1),
@@ -873,7 +892,34 @@ def _split_path(p: str, os: str = "unix") -> list:
     return [p[:i + 1], p[i + 1:]]
 
 
+def _path_match(pattern: str, name: str, os: str = "unix") -> bool:
+    """Go's path.Match: `*` and `?` never match '/', classes as [a-z] and [^...], `\\` escapes."""
+    rx = ["^"]
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            rx.append("[^/]*")
+        elif c == "?":
+            rx.append("[^/]")
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            rx.append(re.escape(pattern[i]))
+        elif c == "[":
+            j = pattern.find("]", i + 1)
+            if j < 0:
+                raise fail("path.Match: syntax error in pattern")
+            body = pattern[i + 1:j]
+            rx.append("[" + ("^/" + body[1:] if body.startswith("^") else body) + "]")
+            i = j
+        else:
+            rx.append(re.escape(c))
+        i += 1
+    return re.match("".join(rx) + "$", name) is not None
+
+
 PATH: dict[str, Any] = {f.name: f for f in [
+    Func("Match", _path_match, -1),
     Func("Base", _base, -1), Func("Dir", _dir, -1), Func("Ext", _ext, -1), Func("Join", _join_path, -1),
     Func("Clean", lambda p, os="unix": _clean(p), -1), Func("Split", _split_path, -1),
     Func("IsAbs", lambda p, os="unix": p.startswith("/"), -1),
@@ -922,10 +968,71 @@ def _is_time(s: str) -> bool:
     return True
 
 
+_GO_LAYOUT = [("2006", "%Y"), ("January", "%B"), ("Jan", "%b"), ("Monday", "%A"), ("Mon", "%a"),
+              ("01", "%m"), ("02", "%d"), ("_2", "%d"), ("15", "%H"), ("03", "%I"), ("04", "%M"), ("05", "%S"),
+              ("PM", "%p"), ("MST", "%Z"), ("Z07:00", "%z"), ("-07:00", "%z"), ("-0700", "%z"), ("Z0700", "%z"),
+              ("06", "%y"), ("1", "%m"), ("2", "%d"), ("3", "%I"), ("4", "%M"), ("5", "%S")]
+
+
+def _strptime_format(layout: str) -> str:
+    out = []
+    i = 0
+    while i < len(layout):
+        if layout.startswith((".000", ".999", ",000", ",999"), i):
+            j = i + 1
+            while j < len(layout) and layout[j] in "09":
+                j += 1
+            out.append("%f" if layout[i + 1] == "0" else "")
+            i = j
+            continue
+        for token, code in _GO_LAYOUT:
+            if layout.startswith(token, i):
+                out.append(code)
+                i += len(token)
+                break
+        else:
+            out.append("%%" if layout[i] == "%" else layout[i])
+            i += 1
+    return "".join(out)
+
+
+def _parse_time(layout: str, value: str) -> Any:
+    import datetime
+    text = value
+    fmt_ = _strptime_format(layout)
+    if fmt_.endswith("%z") and text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    text = re.sub(r"\.(\d+)", lambda m: "." + m.group(1)[:6].ljust(6, "0"), text) if "%f" not in fmt_ else text
+    try:
+        return datetime.datetime.strptime(re.sub(r"\.\d+", "", text) if "%f" not in fmt_ else text,
+                                          fmt_.replace("%f", "%f"))
+    except ValueError:
+        raise fail(f'parsing time "{value}" as "{layout}": cannot parse') from None
+
+
+def _rfc3339(t: Any) -> str:
+    import datetime
+    if t.tzinfo is not None:
+        t = t.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    text = t.strftime("%Y-%m-%dT%H:%M:%S")
+    if t.microsecond:
+        text += ("." + f"{t.microsecond:06d}").rstrip("0")
+    return text + "Z"
+
+
+def _unix(sec: int, nsec: int) -> str:
+    import datetime
+    t = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=sec, microseconds=nsec // 1000)
+    return _rfc3339(t)
+
+
 TIME: dict[str, Any] = {f.name: f for f in [
     Func("Duration", _is_duration, 1, validator=True),
     Func("ParseDuration", parse_duration, 1),
     Func("Time", _is_time, 1, validator=True),
+    Func("Format", lambda value, layout: bool(_parse_time(layout, value)), 2, validator=True),
+    Func("Parse", lambda layout, value: _rfc3339(_parse_time(layout, value)), 2),
+    Func("Unix", _unix, 2),
 ]}
 TIME.update({"Nanosecond": 1, "Microsecond": 10**3, "Millisecond": 10**6, "Second": 10**9,
              "Minute": 60 * 10**9, "Hour": 3600 * 10**9,

@@ -37,6 +37,17 @@ class Compiler:
     def __init__(self, files: list[ast.File]) -> None:
         self.files = files
         self.depth = 0
+        # lets and aliases declared, by identity of their scope entry; a used one is removed
+        self.unused: dict[int, tuple[str, object]] = {}
+
+    def declare(self, name: str, target: tuple, pos: object) -> tuple:
+        self.unused[id(target)] = (name, pos)
+        return target
+
+    def check_unused(self) -> None:
+        if self.unused:
+            name, pos = min(self.unused.values(), key=lambda item: (item[1].line, item[1].col))
+            raise CueError(f"unreferenced alias or let clause {name}", "eval", "", (pos,))
 
     def compile(self) -> None:
         top: dict[str, tuple] = {}
@@ -50,6 +61,7 @@ class Compiler:
                                    f'{", ".join(sorted(PACKAGES))})', "eval", "", (imp.pos,))
             scope = Scope(None, top, f)
             self.struct_body(f.body, scope)
+        self.check_unused()
 
     # A struct literal's layout: which names it declares, which labels (in order) its fields have.
     def layout(self, lit: ast.StructLit) -> None:
@@ -66,11 +78,13 @@ class Compiler:
                     if lab.kind == "ident":
                         names[lab.name] = ("field", key)
                     if lab.alias:
-                        names[lab.alias] = ("field", key)
+                        names[lab.alias] = self.declare(lab.alias, ("field", key), lab.pos)
+                    if d.value_alias:
+                        names[d.value_alias] = self.declare(d.value_alias, ("field", key), d.pos)
                 elif lab.alias and lab.kind == "dynamic":
                     names[lab.alias] = ("dynfield", lab)
             elif t is ast.LetDecl:
-                names[d.name] = ("let", d)
+                names[d.name] = self.declare(d.name, ("let", d), d.pos)
             elif t is ast.Embed:
                 lit.has_embeds = True
             elif t is ast.Ellipsis:
@@ -88,7 +102,8 @@ class Compiler:
                 elif lab.kind == "pattern":
                     self.expr(lab.expr, scope)
                     if lab.alias:
-                        self.expr(d.value, Scope(scope, {lab.alias: ("var", lab.alias)}))
+                        target = self.declare(lab.alias, ("var", lab.alias), lab.pos)
+                        self.expr(d.value, Scope(scope, {lab.alias: target}))
                         continue
                 self.expr(d.value, scope)
             elif t is ast.Embed:
@@ -114,7 +129,7 @@ class Compiler:
                 self.expr(clause.cond, scope)
             else:
                 self.expr(clause.x, scope)
-                scope = Scope(scope, {clause.name: ("var", clause.name)})
+                scope = Scope(scope, {clause.name: self.declare(clause.name, ("var", clause.name), clause.pos)})
         self.struct(c.body, scope)
 
     def struct(self, lit: ast.StructLit, scope: Scope) -> None:
@@ -145,9 +160,17 @@ class Compiler:
             if x.tail is not None:
                 self.expr(x.tail, scope)
         elif t is ast.Binary:
+            for side in (x.x, x.y):
+                # a default mark belongs to a term of a disjunction, nowhere else
+                if x.op == "|" and type(side) is ast.Unary and side.op == "*":
+                    self.expr(side.x, scope)
+                else:
+                    self.expr(side, scope)
+        elif t is ast.Unary:
+            if x.op == "*":
+                raise CueError("preference mark not allowed at this position", "eval", "", (x.pos,))
             self.expr(x.x, scope)
-            self.expr(x.y, scope)
-        elif t is ast.Unary or t is ast.Paren:
+        elif t is ast.Paren:
             self.expr(x.x, scope)
         elif t is ast.Selector:
             self.expr(x.x, scope)
@@ -179,6 +202,7 @@ class Compiler:
         while s is not None:
             target = s.names.get(name)
             if target is not None:
+                self.unused.pop(id(target), None)
                 if target[0] == "dynfield":
                     raise CueError(f'reference "{name}" to a dynamic field is not supported', "eval", "", (x.pos,))
                 x.depth, x.target = depth, target

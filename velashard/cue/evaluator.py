@@ -24,6 +24,7 @@ from velashard.cue.values import (K_ALL, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST
                                   make_disj, same_value, term_flags, unify_scalar, value_kind)
 
 NEW, EXPANDING, DONE = 0, 1, 2
+_BIG = 10 ** 24
 _DEF = "def"  # the closedness group fields of a definition derive theirs from
 SCALAR, STRUCT, LIST = 0, 1, 2
 
@@ -710,7 +711,8 @@ def first_error(v: Vertex, depth: int = 0) -> CueError | None:
     if v.not_allowed is not None:
         return v.not_allowed.error(v.path())
     if v.err is not None:
-        return None if v.err.incomplete else v.err.error(v.path())
+        # an undefined field may still be supplied: cue export reports it only where it exports
+        return None if v.err.incomplete or v.err.kind == "undefined" else v.err.error(v.path())
     if v.alts is not None:
         return None
     if depth > CTX.limits.depth:
@@ -1120,12 +1122,10 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
         if op in ("<", "<=", ">", ">="):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
         if ka == K_INT and kb == K_INT and op != "/":
-            if op == "+":
-                return a + b
-            if op == "-":
-                return a - b
-            if op == "*":
-                return a * b
+            r = a + b if op == "+" else a - b if op == "-" else a * b
+            if -_BIG < r < _BIG:
+                return r
+            # CUE computes ints with apd too: beyond 24 digits they round (and print with an exponent)
         try:
             da, db = Decimal(a), Decimal(b)
             if op == "+":

@@ -122,7 +122,10 @@ class Parser:
                 self.next()
                 self.end_decl()
                 continue
-            out.append(self.decl())
+            d = self.decl()
+            if out and type(out[-1]) is ast.Ellipsis:
+                raise CueSyntaxError("an ellipsis must be the last element of a struct", out[-1].pos)
+            out.append(d)
             if self.tok.kind != end:
                 self.end_decl()
         return out
@@ -161,6 +164,10 @@ class Parser:
                 constraint = self.next().kind
             if self.tok.kind == ":":
                 self.next()
+                value_alias = None
+                if self.tok.kind == IDENT and self.peek().kind == "=" and self.peek(2).kind in ("{", "["):
+                    value_alias = self.next().value  # `label: X={...}`: X names this field's value
+                    self.next()
                 value = self.field_value()
                 attrs = []
                 while self.tok.kind == ATTR:
@@ -168,7 +175,7 @@ class Parser:
                 label.alias = alias if label.kind != "pattern" else label.alias
                 if alias and label.kind == "pattern":
                     raise self.error("an alias of a pattern constraint goes inside the brackets", label_tok)
-                return ast.Field(label, value, constraint, attrs, comments, label_tok.pos)
+                return ast.Field(label, value, constraint, attrs, comments, label_tok.pos, value_alias)
             if constraint:
                 raise self.error("expected ':' after optional or required marker")
             self.k = label_start

@@ -48,7 +48,7 @@ class Program:
             x = parse_expr(text, "<expression>")
             holder = ast.File("<expression>", None, [i for f in self.files for i in f.imports],
                               ast.StructLit([], x.pos), x.pos)
-            Compiler([]).expr(x, Scope(None, self.top, holder))
+            Compiler([], dynamic_top=True).expr(x, Scope(None, self.top, holder))
             if len(self._expressions) < 256:
                 self._expressions[text] = x
         return x

@@ -170,10 +170,11 @@ class Comprehension(Expr):
 class StructLit(Expr):
     """A struct literal. The compiler fills `labels` (the labels its fields declare, in order, as CUE
     orders output fields), `has_embeds`, `open` (an ellipsis) and `names` (what it declares in scope)."""
-    __slots__ = ("decls", "labels", "has_embeds", "open", "names")
+    __slots__ = ("decls", "labels", "has_embeds", "open", "names", "struct_hint")
 
     def __init__(self, decls: list, pos: Pos) -> None:
         self.decls, self.pos = decls, pos
+        self.struct_hint = 2
         self.labels: tuple[str, ...] = ()
         self.has_embeds = False
         self.open = False

@@ -34,9 +34,12 @@ class Scope:
 
 
 class Compiler:
-    def __init__(self, files: list[ast.File]) -> None:
+    def __init__(self, files: list[ast.File], dynamic_top: bool = False) -> None:
         self.files = files
         self.depth = 0
+        # for expressions over an evaluated value (`cue export -e x`): a name no scope declares may
+        # still be a top-level field a comprehension made
+        self.dynamic_top = dynamic_top
         # lets and aliases declared, by identity of their scope entry; a used one is removed
         self.unused: dict[int, tuple[str, object]] = {}
 
@@ -91,6 +94,11 @@ class Compiler:
                 lit.open = True
         lit.names = names
         lit.labels = tuple(labels)
+        # 2: this literal makes a struct; 1: it only embeds or yields (`{ if c {"a"} }` is "a" or {})
+        makes_struct = not lit.decls or lit.open or any(
+            type(d) is ast.Field and (d.label.kind in ("pattern", "dynamic") or is_regular(label_key(d.label)))
+            for d in lit.decls)
+        lit.struct_hint = 2 if makes_struct else 1
 
     def struct_body(self, lit: ast.StructLit, scope: Scope) -> None:
         for d in lit.decls:
@@ -218,5 +226,8 @@ class Compiler:
                     return
         if name in UNIVERSE:
             x.depth, x.target = 0, ("builtin", name)
+            return
+        if self.dynamic_top:
+            x.depth, x.target = depth - 1, ("field", name)
             return
         raise CueError(f'reference "{name}" not found', "undefined", "", (x.pos,))

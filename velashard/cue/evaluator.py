@@ -146,7 +146,7 @@ class Vertex:
         self.state = NEW
         self.kind = SCALAR
         self.scalar: Any = None
-        self.is_struct = False
+        self.is_struct = 0  # 2: a struct for sure; 1: only embedding literals so far (see _finish)
         self.lists: list = []
         self.list_open = False
         self.structs: list = []
@@ -339,7 +339,7 @@ class Vertex:
                     if self.choices is None or self.choice_i >= len(self.choices) else \
                     self._choose([(Conjunct(None, None, value=a), d) for a, d in v.alts], c)
             elif v.kind == STRUCT:
-                self.is_struct = True
+                self.is_struct = 2
                 self.structs.extend(v.structs)
                 for k, arc in v.arcs.items():
                     mine = self.arcs.get(k) or self.new_arc(k)
@@ -398,8 +398,8 @@ class Vertex:
                     grp.closed = True
         if lit.labels:
             self.structs.append(lit.labels)
-        if not lit.has_embeds or lit.labels:
-            self.is_struct = True
+        if lit.struct_hint > self.is_struct:
+            self.is_struct = lit.struct_hint
         rec = c.rec
         for d in lit.decls:
             t = type(d)
@@ -424,7 +424,7 @@ class Vertex:
                     key = QUOTED + kv if kv[:1] in "#_" else kv
                     for g in groups:
                         self.groups[g].labels.add(key)
-                    self.is_struct = True
+                    self.is_struct = 2
                 else:
                     self._add_pattern(d, env, groups, rec)
                     continue
@@ -580,6 +580,8 @@ class Vertex:
             self.kind = SCALAR
             return
         scalar = self.scalar
+        if self.is_struct == 1:
+            self.is_struct = 2 if (scalar is None or scalar is TOP) and self.kind != LIST else 0
         if self.kind == LIST:
             if self.is_struct:
                 self.err = Bottom("conflicting values list and struct", "conflict")
@@ -620,7 +622,8 @@ class Vertex:
             for elems, tail in lists:
                 if i < len(elems):
                     arc.add(elems[i])
-                elif tail is not None:
+            for elems, tail in lists:  # a list's `...T` constrains after the elements, as a pattern does
+                if i >= len(elems) and tail is not None:
                     arc.add(tail)
         self.list_open = n is None
         self.kind = LIST

@@ -33,9 +33,16 @@ def _vertex_data(v: Vertex, depth: int) -> Any:
     if v.err is not None:
         raise v.err.error(_path(v))
     if v.alts is not None:
-        defaults = [a for a, d in v.alts if d] or (v.alts[0:1] if len(v.alts) == 1 else [])
-        if len(defaults) == 1:
-            return _vertex_data(defaults[0], depth)
+        candidates = [a for a, d in v.alts if d] or [a for a, _ in v.alts]
+        if len(candidates) == 1:
+            return _vertex_data(candidates[0], depth)
+        # alternatives that differ only where export cannot see (`[] | [...]`) are one value
+        try:
+            values = [_vertex_data(a, depth) for a in candidates]
+        except CueError:
+            values = []
+        if values and all(x == values[0] for x in values[1:]):
+            return values[0]
         raise CueError(f"incomplete value {_describe_alts(v)} (unresolved disjunction)", "incomplete", _path(v))
     if v.kind == STRUCT:
         _validate(v)
@@ -118,7 +125,7 @@ def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
         v = Vertex(parent, label)
         v.state = DONE
         v.kind = STRUCT
-        v.is_struct = True
+        v.is_struct = 2
         v.structs = [tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)]
         for k, x in obj.items():
             key = QUOTED + k if k[:1] in "#_" else k

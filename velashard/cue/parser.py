@@ -143,9 +143,18 @@ class Parser:
             name = self.next().value
             self.next()
             return ast.LetDecl(name, self.expr(), tok.pos)
-        if tok.kind == IDENT and tok.value in ("for", "if") and self.peek().kind not in (":", "?", "!", "=", COMMA):
+        if tok.kind == IDENT and tok.value in ("for", "if") and self._starts_clause():
             return self.comprehension()
         return self.field_or_embed()
+
+    def _starts_clause(self) -> bool:
+        """`for`/`if` start a comprehension unless they are a label (`if: 1`, `for?: x`, `if!: y`)."""
+        nxt = self.peek()
+        if nxt.kind in (":", "=", COMMA, "}", "]", EOF):
+            return False
+        if nxt.kind in ("?", "!") and self.peek(2).kind == ":":
+            return False
+        return True
 
     def field_or_embed(self) -> ast.Node:
         tok = self.tok
@@ -274,8 +283,7 @@ class Parser:
                 name = self.next().value
                 self.expect("=")
                 clauses.append(ast.LetClause(name, self.expr(), tok.pos))
-            elif tok.kind == COMMA and tok.value == "," and self.peek().kind == IDENT and \
-                    self.peek().value in ("for", "if", "let"):
+            elif tok.kind == COMMA and self.peek().kind == IDENT and self.peek().value in ("for", "if", "let"):
                 self.next()
                 continue
             else:
@@ -441,8 +449,7 @@ class Parser:
                     if self.tok.kind != "]":
                         raise self.error("an ellipsis must be the last element of a list")
                     break
-                if self.tok.kind == IDENT and self.tok.value in ("for", "if") and self.peek().kind not in (
-                        COMMA, "]", ":"):
+                if self.tok.kind == IDENT and self.tok.value in ("for", "if") and self._starts_clause():
                     elems.append(self.comprehension())
                 else:
                     elems.append(self.expr())

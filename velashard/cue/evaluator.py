@@ -136,7 +136,7 @@ def pattern_matches(match: Any, key: Any) -> bool:
 class Vertex:
     __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
-                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen")
+                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals")
 
     def __init__(self, parent: "Vertex | None", label: Any) -> None:
         self.parent = parent
@@ -164,6 +164,7 @@ class Vertex:
         self.required = False
         self.not_allowed: Bottom | None = None
         self.pat_seen = 0
+        self.optionals: list = []
 
     def __repr__(self) -> str:
         return f"Vertex({self.path()})"
@@ -186,12 +187,18 @@ class Vertex:
         arc = Vertex(self, key)
         arc.regular = False
         self.arcs[key] = arc
-        if self.state == DONE and self.patterns:
+        if self.state == DONE and (self.patterns or self.optionals):
             self._apply_patterns()
         return arc
 
     def _apply_patterns(self) -> None:
-        """Pattern constraints reach every field, after the field's own conjuncts (CUE's order)."""
+        """Optional fields' constraints, then pattern constraints, reach fields after the fields' own
+        conjuncts (CUE v0.4 applies them last, which shows in the order of exported fields)."""
+        if self.optionals:
+            optionals = self.optionals
+            self.optionals = []
+            for arc, c in optionals:
+                arc.add(c)
         patterns = self.patterns
         n = len(patterns)
         for key, arc in list(self.arcs.items()):
@@ -222,7 +229,7 @@ class Vertex:
         try:
             self._process(c)
             self._drain()
-            if self.patterns:
+            if self.patterns or self.optionals:
                 self._apply_patterns()
             self._finish()
         finally:
@@ -248,7 +255,7 @@ class Vertex:
             if self.disjs:
                 self._resolve_disjunctions()
             else:
-                if self.patterns:
+                if self.patterns or self.optionals:
                     self._apply_patterns()
                 self._finish()
         finally:
@@ -433,11 +440,15 @@ class Vertex:
                     arc = self.new_arc(key)
                 arc.mark(d.constraint)
                 if rec:
-                    arc.add(Conjunct(d.value, env, tuple((g, key) for g in groups), True, True))
+                    fc = Conjunct(d.value, env, tuple((g, key) for g in groups), True, True)
                 elif key[:1] == "#" or key[:2] == "_#":
-                    arc.add(Conjunct(d.value, env, (), False, True))
+                    fc = Conjunct(d.value, env, (), False, True)
                 else:
-                    arc.add(Conjunct(d.value, env))
+                    fc = Conjunct(d.value, env)
+                if d.constraint == "?":
+                    self.optionals.append((arc, fc))
+                else:
+                    arc.add(fc)
             elif t is ast.Embed:
                 self._process(Conjunct(d.x, env, groups, c.closed, rec, True))
             elif t is ast.Comprehension:

@@ -662,7 +662,8 @@ class Vertex:
         if self.err is not None:
             return self.err
         if self.alts is not None:
-            return Disj(list(self.alts))
+            # scalar alternatives (`*null | [...string]`) stand for their scalar, as operands
+            return Disj([(a.value() if a.kind == SCALAR else a, d) for a, d in self.alts])
         if self.kind != SCALAR:
             return self
         return TOP if self.scalar is None else self.scalar

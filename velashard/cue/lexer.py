@@ -239,11 +239,11 @@ class Lexer:
         return tok
 
     def _dedent(self, parts: list, start: int) -> list:
-        last = parts[-1]
+        last = parts[-1] if isinstance(parts[-1], str) else ""
         nl = last.rfind("\n")
         indent = last[nl + 1:] if nl >= 0 else last
-        if indent.strip(" \t"):
-            raise self.error("closing quote of a multiline string must be on its own line", start)
+        if indent.strip(" \t") or not isinstance(parts[-1], str) or (nl < 0 and len(parts) > 1):
+            return parts  # closing quotes after text on their line: nothing is stripped (as cue v0.4 reads it)
         parts = parts[:-1] + [last[:nl] if nl >= 0 else ""]
         out: list = []
         for k, p in enumerate(parts):

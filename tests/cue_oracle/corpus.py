@@ -113,7 +113,8 @@ def load_cases(root: Path = CORPUS) -> list[Case]:
 # First-line patterns of real CUE's stderr, checked in order. Real CUE prints one line per error, each
 # `path: message` followed by indented positions; the first error decides the kind. What each kind means:
 #   syntax     - the program is rejected before evaluation: the scanner, the parser, or the compiler's
-#                static checks (`expected '}', found 'EOF'`, a `let` clashing with a field); no path prefix
+#                static checks (`expected '}', found 'EOF'`, a `let` clashing with a field or never used);
+#                no path prefix
 #                except for a misplaced `*`;
 #   conflict   - unification failed: two values, a value and a bound or validator, or every disjunct;
 #   incomplete - a value is not concrete where export needs it (including required fields not present);
@@ -123,7 +124,7 @@ def load_cases(root: Path = CORPUS) -> list[Case]:
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("syntax", re.compile(r"^(expected |illegal |missing ',' |string literal not terminated|"
                           r"comment not terminated|unknown escape sequence|invalid (escape|character)|"
-                          r"unexpected |cannot have both alias and field)"
+                          r"unexpected |cannot have both alias and field|unreferenced alias or let clause)"
                           r"|: preference mark not allowed")),
     ("closed", re.compile(r"field \S+ not allowed")),
     ("undefined", re.compile(r"undefined field|reference \".*\" not found|cannot reference optional field|"

@@ -80,6 +80,8 @@ class Instance:
             env = Env(None, self.root)
             self.root.expand()
             t = type(x)
+            if t is ast.Ident and x.target[0] == "field" and x.target[1] not in self.root.arcs:
+                return Bottom(f'reference "{x.name}" not found', "undefined", (x.pos,))
             if t is ast.Ident or t is ast.Selector or t is ast.Index:
                 return resolve(x, env)
             return evaluate(x, env)

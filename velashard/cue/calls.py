@@ -103,6 +103,8 @@ def _or(fn: Func, x: ast.Call, env: Env | None) -> Any:
     items = _list_items(fn, x, env)
     if type(items) is Bottom:
         return items
+    if not items:
+        return Bottom("empty list in call to or", "eval", (x.pos,))
     alts = []
     for a in items:
         val = a.value()

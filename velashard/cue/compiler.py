@@ -50,7 +50,7 @@ class Compiler:
     def check_unused(self) -> None:
         if self.unused:
             name, pos = min(self.unused.values(), key=lambda item: (item[1].line, item[1].col))
-            raise CueError(f"unreferenced alias or let clause {name}", "eval", "", (pos,))
+            raise CueError(f"unreferenced alias or let clause {name}", "syntax", "", (pos,))
 
     def compile(self) -> None:
         top: dict[str, tuple] = {}
@@ -176,7 +176,7 @@ class Compiler:
                     self.expr(side, scope)
         elif t is ast.Unary:
             if x.op == "*":
-                raise CueError("preference mark not allowed at this position", "eval", "", (x.pos,))
+                raise CueError("preference mark not allowed at this position", "syntax", "", (x.pos,))
             self.expr(x.x, scope)
         elif t is ast.Paren:
             self.expr(x.x, scope)

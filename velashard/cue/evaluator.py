@@ -963,8 +963,8 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
     if type(b) is Package:
         m = b.members.get(label)
         if m is None:
-            return Bottom(f"undefined: {b.path.split('/')[-1]}.{label} (not supported by this evaluator)",
-                          "undefined", (x.pos,))
+            return Bottom(f"{b.path.split('/')[-1]}.{label} is not a function of package {b.path} (or not "
+                          "supported by this evaluator)", "eval", (x.pos,))
         if type(m) is CueSource:
             return source_vertex(m)
         return m
@@ -977,12 +977,22 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
         return Bottom(f"invalid selector {label.lstrip(QUOTED)} on {fmt(b)} (not a struct)", "eval", (x.pos,))
     if b.kind == LIST:
         return Bottom(f"invalid selector {label} on a list", "eval", (x.pos,))
+    if b.kind == SCALAR and b.state == DONE:
+        return _not_a_container(b, x)
     arc = b.arcs.get(label)
     if arc is None or not (arc.regular or (b.state == EXPANDING and not arc.optional)):
         if b.state == EXPANDING:
             return Bottom(f"undefined field: {label.lstrip(QUOTED)} (cycle)", "incomplete", (x.pos,))
         return Bottom(f"undefined field: {label.lstrip(QUOTED)}", "undefined", (x.pos,))
     return arc
+
+
+def _not_a_container(b: Any, x: Any) -> Bottom:
+    v = (TOP if b.scalar is None else b.scalar) if type(b) is Vertex else b
+    if is_atom(v):
+        return Bottom(f"invalid operand {fmt(v)} (found {kind_name(kind_of(v))}, want list or struct)", "eval",
+                      (x.pos,))
+    return Bottom(f"incomplete value {fmt(v)} (want list or struct)", "incomplete", (x.pos,))
 
 
 def index_list(b: Any, i: int, x: Any) -> Any:
@@ -992,10 +1002,12 @@ def index_list(b: Any, i: int, x: Any) -> Any:
     if type(b) is not Vertex or b.kind != LIST:
         if type(b) is Vertex and b.kind == STRUCT:
             return Bottom(f"invalid index {i} on a struct (want a string)", "eval", (x.pos,))
-        return Bottom(f"cannot index {fmt(b)}", "eval" if is_atom(b) else "incomplete", (x.pos,))
+        return _not_a_container(b, x)
+    if i < 0:
+        return Bottom(f"invalid index {i} (index must be non-negative)", "eval", (x.pos,))
     arc = b.arcs.get(i)
     if arc is None:
-        return Bottom(f"index out of range [{i}] with length {len(b.arcs)}", "eval", (x.pos,))
+        return Bottom(f"invalid list index {i} (out of bounds)", "undefined", (x.pos,))
     return arc
 
 

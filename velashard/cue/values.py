@@ -344,7 +344,7 @@ def check_validator(v: Any, c: Validator) -> Any:
     try:
         ok = c.fn(v, *c.args)
     except CueError as err:
-        return Bottom(err.message, err.kind)
+        return Bottom(f"invalid value {fmt(v)} (does not satisfy {c!r}): {err.message}", "conflict")
     if ok is True:
         return v
     if type(ok) is Bottom:

@@ -18,6 +18,9 @@ from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.pretty import format_value
 
 
+INTERMIXED = True  # files and flags in any order, as the cue tool takes them
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", choices=("export", "eval", "vet"),
                         help="export: concrete JSON or YAML; eval: the evaluated value in CUE syntax; "

@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"velashard: unknown subcommand {name!r}; known: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
             return 2
         parser, module = _subcommand_parser(name)
-        parsed = parser.parse_args(args[1:])  # argparse exits 2 with a message on bad flags
+        # argparse exits 2 with a message on bad flags; `velashard cue` takes files and flags in any order
+        parse = parser.parse_intermixed_args if getattr(module, "INTERMIXED", False) else parser.parse_args
+        parsed = parse(args[1:])
         for flag, default in (("kubeconfig", None), ("log_level", "warning"), ("log_format", "text")):
             setattr(parsed, flag, global_flags.get(flag, getattr(parsed, flag, default)))
         try:

@@ -452,14 +452,18 @@ def unify_disj(a: Any, b: Any) -> Any:
     hb = any(d for _, d in db)
     out: list[tuple[Any, bool]] = []
     first_err = None
+    errors: list[Bottom] = []
     for va, fa in da:
         for vb, fb in db:
             v = unify_scalar(va, vb)
             if type(v) is Bottom:
-                first_err = first_err or v
+                errors.append(v)
                 continue
             add_alt(out, v, (ha or hb) and (fa or not ha) and (fb or not hb))
-    return make_disj(out, first_err)
+    if not out and len(errors) > 1:
+        return Bottom(f"{len(errors)} errors in empty disjunction: " + "; ".join(e.message for e in errors[:4]),
+                      "conflict")
+    return make_disj(out, errors[0] if errors else None)
 
 
 def add_alt(out: list, v: Any, default: bool) -> None:

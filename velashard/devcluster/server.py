@@ -216,6 +216,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, body: dict[str, Any] | None = None, raw: bytes | None = None,
               content_type: str = "application/json") -> None:
         payload = raw if raw is not None else dumps(body)
+        if content_type == "application/json":
+            payload += b"\n"  # kube-apiserver's encoder ends every JSON body with one; clients compare bodies as text
         self._code = code
         self._record_audit()  # before the client can read the answer, so a reader right after sees it
         self.send_response(code)

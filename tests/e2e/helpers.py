@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -13,6 +12,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import LEASES, PODS
 from tests.integration.helpers import eventually
 
@@ -112,9 +112,7 @@ def token_kubeconfig(server: Any, kube: KubeClient, service_account: str, path: 
                           body={"spec": {"expirationSeconds": 3600}})
     doc = server.kubeconfig_document()
     doc["users"][0]["user"]["token"] = answer["status"]["token"]
-    with open(path, "w") as fh:
-        json.dump(doc, fh)
-    return str(path)
+    return write_kubeconfig(str(path), doc)
 
 
 def chart_identities(server: Any, kube: KubeClient, directory: Any) -> tuple[str, str]:

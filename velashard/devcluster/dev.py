@@ -24,8 +24,9 @@ from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
 from velashard.core.install import install
 from velashard.core.addons import load_addon
 from velashard.devcluster.kubelet import LocalKubelet, LocalPod
-from velashard.devcluster.server import ADMIN_TOKEN as ADMIN_USER, APIServer
+from velashard.devcluster.server import ADMIN_USER, APIServer
 from velashard.kube.client import KubeClient
+from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import PODS
 from velashard.kube.apply import upsert
 
@@ -79,9 +80,7 @@ class PodCredentials:
                 doc = self.server.kubeconfig_document()
                 doc["users"] = [{"name": pod.service_account, "user": {"token": answer["status"]["token"]}}]
                 doc["contexts"][0]["context"]["user"] = pod.service_account
-                path = os.path.join(self.directory, f"kubeconfig-{pod.service_account}")
-                with open(path, "w") as fh:
-                    json.dump(doc, fh)
+                path = write_kubeconfig(os.path.join(self.directory, f"kubeconfig-{pod.service_account}"), doc)
                 self._paths[pod.service_account] = path
             return self._paths[pod.service_account]
 

@@ -157,11 +157,13 @@ class LocalKubelet:
 
     def command(self, pod: LocalPod) -> list[str]:
         args = [a for a in pod.args if not a.startswith(("--kubeconfig", "--metrics-addr", "--health-addr",
-                                                           "--webhook-port", "--webhook-url", "--namespace"))]
+                                                           "--webhook-port", "--webhook-bind-address", "--webhook-url",
+                                                           "--namespace"))]
         kubeconfig = self.credentials(pod) if self.credentials is not None else self.kubeconfig
+        # A pod's process is local: everything it serves listens on loopback, whatever the chart asks of a pod.
         args += ["--kubeconfig", kubeconfig, "--namespace", self.namespace,
                  "--metrics-addr", f"127.0.0.1:{pod.metrics_port}", "--health-addr", f"127.0.0.1:{pod.health_port}",
-                 "--webhook-port", str(pod.webhook_port)]
+                 "--webhook-port", str(pod.webhook_port), "--webhook-bind-address", "127.0.0.1"]
         is_master = any(a == "--shard-id=master" for a in args) or "--shard-id" not in " ".join(args)
         if is_master and self.route_service is None:
             args += ["--webhook-url", f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview

@@ -150,9 +150,13 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
     client = KubeClient.from_kubeconfig(kubeconfig, shard_id="dev", component="velashard-dev", qps=200, burst=400)
     credentials = PodCredentials(server, os.path.abspath(directory))
+    # processes.json lists the API server from the start and is rewritten whenever a process changes, so that
+    # scripts find every process as soon as it is known, not only once the live view first refreshes.
+    _write_processes(directory, server, [])
     kubelet = LocalKubelet(server.api, os.path.abspath(kubeconfig), SYSTEM_NAMESPACE,
                            log_dir=os.path.join(directory, "logs"), credentials=credentials,
-                           route_service=server.admission.route_service)
+                           route_service=server.admission.route_service,
+                           on_change=lambda processes: _write_processes(directory, server, processes))
     os.makedirs(kubelet.log_dir, exist_ok=True)
     release = None
     try:
@@ -173,7 +177,6 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}", file=out, flush=True)
         view = DevView(client, out)
         while not stop.wait(refresh):
-            _write_processes(directory, server, kubelet)
             view.show()
     except KeyboardInterrupt:
         pass
@@ -186,9 +189,10 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     return 0
 
 
-def _write_processes(directory: str, server: APIServer, kubelet: LocalKubelet) -> None:
+def _write_processes(directory: str, server: APIServer, processes: list[dict[str, Any]]) -> None:
+    """DIR/processes.json: name, pid and ports of the API server and of each pod's process (replaced atomically)."""
     entries = [{"name": "apiserver", "pid": os.getpid(), "ports": {"api": server.port}}]
-    for proc in kubelet.processes():
+    for proc in processes:
         entries.append({"name": proc["name"], "pid": proc["pid"], "ports": {
             "metrics": proc["metricsPort"], "health": proc["healthPort"], "webhook": proc["webhookPort"]},
             "ready": proc["ready"], "restarts": proc["restarts"], "log": proc["log"]})

@@ -44,7 +44,7 @@ SHARDS = ("shard-0", "shard-1")
 
 def audit(cluster: Cluster, since: int) -> dict:
     req = urllib.request.Request(f"http://{cluster.host}:{cluster.port}/debug/audit?since={since}",
-                                 headers={"Authorization": "Bearer admin"})
+                                 headers={"Authorization": f"Bearer {cluster.token}"})
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read())
 

@@ -21,33 +21,67 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from velashard.kube.kubeconfig import bearer_token, write_kubeconfig  # noqa: E402
 
 CLIENT_THREADS = 4
 WATCHERS = 8
 
 
-def start_server(extra: list[str] | None = None) -> tuple[subprocess.Popen, str, int]:
+@dataclass
+class Server:
+    """`velashard apiserver` as a process, and its admin token as read from the kubeconfig it wrote."""
+
+    proc: subprocess.Popen
+    host: str
+    port: int
+    kubeconfig: str
+    token: str
+
+    def http_kubeconfig(self, path: str) -> str:
+        """A kubeconfig for plain HTTP on the same port with the same token (the benchmarks measure the server,
+        not TLS), written 0600."""
+        return write_kubeconfig(path, {
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": f"http://{self.host}:{self.port}"}}],
+            "users": [{"name": "u", "user": {"token": self.token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]})
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def start_server(extra: list[str] | None = None) -> Server:
+    kubeconfig = os.path.join(tempfile.mkdtemp(prefix="velashard-bench-"), "admin.kubeconfig")
     proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "apiserver", "--port", "0",
-                             "--watch-history", "200000", *(extra or [])], stdout=subprocess.PIPE, text=True)
+                             "--watch-history", "200000", "--kubeconfig-out", kubeconfig, *(extra or [])],
+                            stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()  # "velashard apiserver listening on http://HOST:PORT"
     host, port = line.rsplit("//", 1)[1].split(":")
-    return proc, host, int(port)
+    # The server wrote the kubeconfig before announcing itself; its token is random, made by that server.
+    return Server(proc, host, int(port), kubeconfig, bearer_token(kubeconfig))
 
 
-def request(conn: http.client.HTTPConnection, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+def request(conn: http.client.HTTPConnection, token: str, method: str, path: str,
+            body: dict | None = None) -> tuple[int, bytes]:
     payload = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, payload, {"Content-Type": "application/json", "Authorization": "Bearer admin"})
+    conn.request(method, path, payload, {"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
     resp = conn.getresponse()
     return resp.status, resp.read()
 
 
-def watcher(host: str, port: int, rv: str, expected: int, ready: mp.Event, out: mp.Queue) -> None:
+def watcher(host: str, port: int, token: str, rv: str, expected: int, ready: mp.Event, out: mp.Queue) -> None:
     """Stream configmap events in namespace bench and record when each arrives."""
     conn = http.client.HTTPConnection(host, port, timeout=120)
     conn.request("GET", f"/api/v1/namespaces/bench/configmaps?watch=true&resourceVersion={rv}",
-                 headers={"Authorization": "Bearer admin"})
+                 headers={"Authorization": f"Bearer {token}"})
     resp = conn.getresponse()
     ready.set()
     arrivals: dict[str, float] = {}
@@ -62,12 +96,12 @@ def watcher(host: str, port: int, rv: str, expected: int, ready: mp.Event, out: 
     out.put(arrivals)
 
 
-def creator(host: str, port: int, prefix: str, count: int, sent: dict[str, float], errors: list[int]) -> None:
-    conn = http.client.HTTPConnection(host, port, timeout=60)
+def creator(server: Server, prefix: str, count: int, sent: dict[str, float], errors: list[int]) -> None:
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
     for i in range(count):
         name = f"{prefix}-{i}"
         sent[name] = time.time()
-        code, _ = request(conn, "POST", "/api/v1/namespaces/bench/configmaps",
+        code, _ = request(conn, server.token, "POST", "/api/v1/namespaces/bench/configmaps",
                           {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"i": str(i)}},
                            "data": {"k": "v" * 64}})
         if code != 201:
@@ -80,10 +114,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def bench_creates(host: str, port: int, creates: int) -> dict:
-    conn = http.client.HTTPConnection(host, port)
-    request(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
-    _, body = request(conn, "GET", "/api/v1/namespaces/bench/configmaps")
+def bench_creates(server: Server, creates: int) -> dict:
+    conn = http.client.HTTPConnection(server.host, server.port)
+    request(conn, server.token, "POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+    _, body = request(conn, server.token, "GET", "/api/v1/namespaces/bench/configmaps")
     rv = json.loads(body)["metadata"]["resourceVersion"]
     ctx = mp.get_context("spawn")
     out: mp.Queue = ctx.Queue()
@@ -91,7 +125,7 @@ def bench_creates(host: str, port: int, creates: int) -> dict:
     procs = []
     for _ in range(WATCHERS):
         ready = ctx.Event()
-        p = ctx.Process(target=watcher, args=(host, port, rv, creates, ready, out))
+        p = ctx.Process(target=watcher, args=(server.host, server.port, server.token, rv, creates, ready, out))
         p.start()
         procs.append(p)
         readies.append(ready)
@@ -100,7 +134,7 @@ def bench_creates(host: str, port: int, creates: int) -> dict:
     sent: dict[str, float] = {}
     errors: list[int] = []
     per_thread = creates // CLIENT_THREADS
-    threads = [threading.Thread(target=creator, args=(host, port, f"c{t}", per_thread, sent, errors))
+    threads = [threading.Thread(target=creator, args=(server, f"c{t}", per_thread, sent, errors))
                for t in range(CLIENT_THREADS)]
     started = time.perf_counter()
     for t in threads:
@@ -121,17 +155,18 @@ def bench_creates(host: str, port: int, creates: int) -> dict:
             "delivery_ms_p99": round(percentile(latencies, 0.99), 2)}
 
 
-def bench_list(host: str, port: int, objects: int) -> dict:
-    conn = http.client.HTTPConnection(host, port)
-    request(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": "listbench"}})
+def bench_list(server: Server, objects: int) -> dict:
+    conn = http.client.HTTPConnection(server.host, server.port)
+    request(conn, server.token, "POST", "/api/v1/namespaces", {"metadata": {"name": "listbench"}})
     for i in range(objects):
-        request(conn, "POST", "/api/v1/namespaces/listbench/configmaps",
+        request(conn, server.token, "POST", "/api/v1/namespaces/listbench/configmaps",
                 {"metadata": {"name": f"cm-{i}", "labels": {"app": f"a{i % 10}", "tier": "x"}}, "data": {"k": "v"}})
     timings = []
     matched = 0
     for _ in range(5):
         t0 = time.perf_counter()
-        code, body = request(conn, "GET", "/api/v1/namespaces/listbench/configmaps?labelSelector=app%3Da3")
+        code, body = request(conn, server.token, "GET",
+                             "/api/v1/namespaces/listbench/configmaps?labelSelector=app%3Da3")
         timings.append((time.perf_counter() - t0) * 1000)
         matched = len(json.loads(body)["items"])
     return {"list_objects": objects, "list_matched": matched, "label_list_ms_median": round(statistics.median(timings), 2),
@@ -143,18 +178,17 @@ def main() -> int:
     parser.add_argument("--creates", type=int, default=6000)
     parser.add_argument("--list-objects", type=int, default=10_000)
     args = parser.parse_args()
-    proc, host, port = start_server()
+    server = start_server()
     try:
         result = {"benchmark": "apiserver", "cores": os.cpu_count(), "commit": _commit()}
-        result.update(bench_creates(host, port, args.creates))
-        result.update(bench_list(host, port, args.list_objects))
+        result.update(bench_creates(server, args.creates))
+        result.update(bench_list(server, args.list_objects))
         result["goals"] = {"creates_per_second_min": 500, "delivery_ms_p99_max": 50, "label_list_ms_max": 200}
         result["meets_goals"] = (result["creates_per_second"] >= 500 and result["delivery_ms_p99"] <= 50
                                  and result["label_list_ms_max"] <= 200)
         print(json.dumps(result, indent=2))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
     return 0
 
 

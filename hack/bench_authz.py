@@ -30,27 +30,29 @@ def call(conn: http.client.HTTPConnection, method: str, path: str, token: str, b
     return json.loads(data)
 
 
-def setup(conn: http.client.HTTPConnection, bindings: int) -> str:
-    call(conn, "POST", "/api/v1/namespaces", "admin", {"metadata": {"name": "bench"}})
-    call(conn, "POST", "/api/v1/namespaces/bench/configmaps", "admin", {"metadata": {"name": "cm"}})
-    call(conn, "POST", "/api/v1/namespaces/bench/serviceaccounts", "admin", {"metadata": {"name": "shard"}})
+def setup(conn: http.client.HTTPConnection, admin_token: str, bindings: int) -> str:
+    """RBAC noise and a ServiceAccount allowed to get the ConfigMap, set up with the admin token; returns the
+    ServiceAccount's token."""
+    call(conn, "POST", "/api/v1/namespaces", admin_token, {"metadata": {"name": "bench"}})
+    call(conn, "POST", "/api/v1/namespaces/bench/configmaps", admin_token, {"metadata": {"name": "cm"}})
+    call(conn, "POST", "/api/v1/namespaces/bench/serviceaccounts", admin_token, {"metadata": {"name": "shard"}})
     rules = [{"apiGroups": [g], "resources": [f"r{i}"], "verbs": ["get", "list"]} for i, g in
              enumerate(["", "apps", "batch", "core.oam.dev"] * 5)]
-    call(conn, "POST", f"{RBAC}/clusterroles", "admin", {"metadata": {"name": "noise"}, "rules": rules})
-    call(conn, "POST", f"{RBAC}/namespaces/bench/roles", "admin", {"metadata": {"name": "reader"}, "rules": rules + [
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
+    call(conn, "POST", f"{RBAC}/clusterroles", admin_token, {"metadata": {"name": "noise"}, "rules": rules})
+    call(conn, "POST", f"{RBAC}/namespaces/bench/roles", admin_token, {"metadata": {"name": "reader"}, "rules": [
+        *rules, {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
     ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "noise"}
     for i in range(bindings):
         subject = [{"kind": "User", "name": f"user-{i}"}, {"kind": "Group", "name": f"group-{i}"}]
-        call(conn, "POST", f"{RBAC}/clusterrolebindings", "admin",
+        call(conn, "POST", f"{RBAC}/clusterrolebindings", admin_token,
              {"metadata": {"name": f"noise-{i}"}, "roleRef": ref, "subjects": subject})
-        call(conn, "POST", f"{RBAC}/namespaces/bench/rolebindings", "admin",
+        call(conn, "POST", f"{RBAC}/namespaces/bench/rolebindings", admin_token,
              {"metadata": {"name": f"noise-{i}"}, "roleRef": ref, "subjects": subject})
-    call(conn, "POST", f"{RBAC}/namespaces/bench/rolebindings", "admin", {
+    call(conn, "POST", f"{RBAC}/namespaces/bench/rolebindings", admin_token, {
         "metadata": {"name": "shard"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                    "name": "reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "shard", "namespace": "bench"}]})
-    answer = call(conn, "POST", "/api/v1/namespaces/bench/serviceaccounts/shard/token", "admin",
+    answer = call(conn, "POST", "/api/v1/namespaces/bench/serviceaccounts/shard/token", admin_token,
                   {"spec": {"expirationSeconds": 3600}})
     return answer["status"]["token"]
 
@@ -73,21 +75,20 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--bindings", type=int, default=200)
     args = parser.parse_args()
-    proc, host, port = start_server()
+    server = start_server()
     try:
-        conn = http.client.HTTPConnection(host, port, timeout=30)
-        token = setup(conn, args.bindings)
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        token = setup(conn, server.token, args.bindings)
         admin, sa = [], []
         for _ in range(3):  # interleaved rounds, so drift on a shared machine hits both alike
-            admin.append(timed(conn, "admin", args.requests // 3))
+            admin.append(timed(conn, server.token, args.requests // 3))
             sa.append(timed(conn, token, args.requests // 3))
         result = {"requests_each": args.requests, "bindings": 2 * args.bindings + 1,
                   "admin_get_us": round(min(admin) * 1e6, 1), "service_account_get_us": round(min(sa) * 1e6, 1),
                   "rbac_over_masters_ratio": round(min(sa) / min(admin), 3)}
         print(json.dumps(result, indent=2))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
     return 0
 
 

@@ -35,21 +35,21 @@ def rss_kib() -> int:
     return 0
 
 
-def create_objects(host: str, port: int, count: int) -> None:
+def create_objects(host: str, port: int, token: str, count: int) -> None:
     conn = http.client.HTTPConnection(host, port)
-    request(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": "informer-bench"}})
+    request(conn, token, "POST", "/api/v1/namespaces", {"metadata": {"name": "informer-bench"}})
     for i in range(count):
-        request(conn, "POST", "/api/v1/namespaces/informer-bench/configmaps",
+        request(conn, token, "POST", "/api/v1/namespaces/informer-bench/configmaps",
                 {"metadata": {"name": f"cm-{i}", "labels": {"app": f"a{i % 10}"}}, "data": {"k": "v" * 32}})
 
 
-def update_objects(host: str, port: int, names: list[str], threads: int = 4) -> None:
+def update_objects(host: str, port: int, token: str, names: list[str], threads: int = 4) -> None:
     def worker(chunk: list[str]) -> None:
         conn = http.client.HTTPConnection(host, port)
         for name in chunk:
             body = json.dumps({"data": {"ts": repr(time.time())}}).encode()
             conn.request("PATCH", f"/api/v1/namespaces/informer-bench/configmaps/{name}", body,
-                         {"Content-Type": "application/merge-patch+json", "Authorization": "Bearer admin"})
+                         {"Content-Type": "application/merge-patch+json", "Authorization": f"Bearer {token}"})
             conn.getresponse().read()
 
     workers = [threading.Thread(target=worker, args=(names[i::threads],)) for i in range(threads)]
@@ -69,15 +69,15 @@ def main() -> int:
     from velashard.kube.informer import EventHandler, Informer
     from velashard.kube.resources import CONFIGMAPS
 
-    proc, host, port = start_server()
+    server = start_server()
     ctx = mp.get_context("spawn")
     try:
-        creator = ctx.Process(target=create_objects, args=(host, port, args.objects))
+        creator = ctx.Process(target=create_objects, args=(server.host, server.port, server.token, args.objects))
         creator.start()
         creator.join()
         configuration = __import__("kubernetes").client.Configuration()
-        configuration.host = f"http://{host}:{port}"
-        configuration.api_key = {"BearerToken": "admin"}
+        configuration.host = f"http://{server.host}:{server.port}"
+        configuration.api_key = {"BearerToken": server.token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         client = KubeClient(configuration, shard_id="bench", qps=1000, burst=1000)
         gc.collect()
@@ -106,7 +106,7 @@ def main() -> int:
         grown = rss_kib() - baseline
 
         names = [f"cm-{i}" for i in range(args.updates)]
-        updater = ctx.Process(target=update_objects, args=(host, port, names))
+        updater = ctx.Process(target=update_objects, args=(server.host, server.port, server.token, names))
         first = time.time()
         updater.start()
         seen.wait(300)
@@ -127,8 +127,7 @@ def main() -> int:
         }
         print(json.dumps(result, indent=2))
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
     return 0
 
 

@@ -47,7 +47,7 @@ def tree_rss_kib(pid: int) -> int:
 
 def audit_seq(cluster: Cluster, since: int) -> dict:
     req = urllib.request.Request(f"http://{cluster.host}:{cluster.port}/debug/audit?since={since}",
-                                 headers={"Authorization": "Bearer admin"})
+                                 headers={"Authorization": f"Bearer {cluster.token}"})
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.loads(resp.read())
 

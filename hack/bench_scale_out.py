@@ -31,7 +31,8 @@ def create_labelled(cluster: Cluster, count: int, shards: list[str], threads: in
         for i in indices:
             body = app_body(f"app-{i}")
             body["metadata"]["labels"] = {labels.SCHEDULED_SHARD_ID: shards[i % len(shards)]}
-            code, answer = request(conn, "POST", f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications", body)
+            code, answer = request(conn, cluster.token, "POST",
+                                   f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications", body)
             if code != 201:
                 raise RuntimeError(f"creating app-{i} answered {code}: {answer[:200]!r}")
 

@@ -23,7 +23,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hack.bench_apiserver import _commit, percentile, request, start_server  # noqa: E402
+from hack.bench_apiserver import Server, _commit, percentile, request, start_server  # noqa: E402
 
 
 def review(i: int) -> dict:
@@ -58,21 +58,23 @@ def bench_handler(n: int = 5000) -> dict:
             "flask_ms_p99": round(percentile(flask, 0.99), 3)}
 
 
-def paced_creates(host: str, port: int, namespace: str, count: int, rate: float, threads: int = 4) -> list[float]:
+def paced_creates(server: Server, namespace: str, count: int, rate: float, threads: int = 4) -> list[float]:
     latencies: list[float] = []
     lock = threading.Lock()
     start = time.perf_counter() + 0.2
 
     def worker(indices: range) -> None:
-        conn = http.client.HTTPConnection(host, port)
+        conn = http.client.HTTPConnection(server.host, server.port)
         for i in indices:
             delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
             t0 = time.perf_counter()
-            code, _ = request(conn, "POST", f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications", {
-                "apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": f"a-{i}"},
-                "spec": {"components": [{"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
+            code, _ = request(conn, server.token, "POST",
+                              f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications", {
+                                  "apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                                  "metadata": {"name": f"a-{i}"}, "spec": {"components": [
+                                      {"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
             with lock:
                 latencies.append((time.perf_counter() - t0) * 1000)
 
@@ -96,14 +98,9 @@ def main() -> int:
     from velashard.webhook.certificates import make_ca, make_serving_cert
     from velashard.webhook.runner import WebhookOptions, register
 
-    server, host, port = start_server()
+    server = start_server()
     workdir = tempfile.mkdtemp(prefix="bench-webhook-")
-    kubeconfig = os.path.join(workdir, "kubeconfig")
-    with open(kubeconfig, "w") as fh:
-        json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                   "clusters": [{"name": "c", "cluster": {"server": f"http://{host}:{port}"}}],
-                   "users": [{"name": "u", "user": {"token": "admin"}}],
-                   "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}, fh)
+    kubeconfig = server.http_kubeconfig(os.path.join(workdir, "kubeconfig"))
     ca = make_ca()
     serving = make_serving_cert(ca, ["127.0.0.1"])
     cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
@@ -117,14 +114,14 @@ def main() -> int:
     try:
         client = KubeClient.from_kubeconfig(kubeconfig, shard_id="bench", qps=1000, burst=1000)
         install(client)
-        conn = http.client.HTTPConnection(host, port)
+        conn = http.client.HTTPConnection(server.host, server.port)
         for ns in ("without", "with"):
-            request(conn, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
-        without = paced_creates(host, port, "without", args.creates, args.rate)
+            request(conn, server.token, "POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+        without = paced_creates(server, "without", args.creates, args.rate)
         register(client, WebhookOptions(url=f"https://127.0.0.1:{hook_port}"), ca.cert_pem)
         time.sleep(2)  # the server process is up
-        with_hook = paced_creates(host, port, "with", args.creates, args.rate)
-        _, body = request(conn, "GET", "/apis/core.oam.dev/v1beta1/namespaces/with/applications?limit=1")
+        with_hook = paced_creates(server, "with", args.creates, args.rate)
+        _, body = request(conn, server.token, "GET", "/apis/core.oam.dev/v1beta1/namespaces/with/applications?limit=1")
         scheduled = bool((json.loads(body)["items"][0]["metadata"].get("labels") or {}).get(
             "controller.core.oam.dev/scheduled-shard-id"))
         result.update({
@@ -140,8 +137,7 @@ def main() -> int:
     finally:
         hook.terminate()
         hook.wait(10)
-        server.terminate()
-        server.wait(10)
+        server.stop()
     return 0
 
 

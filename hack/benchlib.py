@@ -4,21 +4,19 @@ marked Ready as a kubelet would, app load, resident memory and metrics scraped f
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hack.bench_apiserver import request, start_server  # noqa: E402
+from hack.bench_apiserver import Server, request, start_server  # noqa: E402
 from velashard.apis import labels  # noqa: E402
 from velashard.apis.oam import APPLICATIONS  # noqa: E402
 from velashard.core.install import install  # noqa: E402
@@ -90,17 +88,14 @@ class Controller:
 class Cluster:
     """`velashard apiserver --simulate-workloads` as a process, with the CRDs installed and namespace bench."""
 
-    server: subprocess.Popen = field(init=False)
+    server: Server = field(init=False)
     controllers: dict[str, Controller] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.server, self.host, self.port = start_server(["--simulate-workloads"])
-        self.kubeconfig = os.path.join(tempfile.mkdtemp(prefix="velashard-bench-"), "kubeconfig")
-        with open(self.kubeconfig, "w") as fh:
-            json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                       "clusters": [{"name": "c", "cluster": {"server": f"http://{self.host}:{self.port}"}}],
-                       "users": [{"name": "u", "user": {"token": "admin"}}],
-                       "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}, fh)
+        self.server = start_server(["--simulate-workloads"])
+        self.host, self.port, self.token = self.server.host, self.server.port, self.server.token
+        self.kubeconfig = self.server.http_kubeconfig(os.path.join(os.path.dirname(self.server.kubeconfig),
+                                                                   "kubeconfig"))
         self.client = KubeClient.from_kubeconfig(self.kubeconfig, shard_id="bench", qps=5000, burst=5000)
         try:
             install(self.client)  # also makes the runtime namespace
@@ -166,7 +161,8 @@ class Cluster:
         def worker(indices: range) -> None:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
             for i in indices:
-                code, body = request(conn, "POST", f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications",
+                code, body = request(conn, self.token, "POST",
+                                     f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications",
                                      app_body(f"app-{i}"))
                 if code != 201:
                     raise RuntimeError(f"creating app-{i} answered {code}: {body[:200]!r}")
@@ -212,8 +208,7 @@ class Cluster:
                 ctl.proc.wait(15)
             except subprocess.TimeoutExpired:
                 ctl.proc.kill()
-        self.server.terminate()
-        self.server.wait(15)
+        self.server.stop()
 
     def __enter__(self) -> "Cluster":
         return self

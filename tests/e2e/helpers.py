@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -13,6 +12,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import LEASES, PODS
 from tests.integration.helpers import eventually
 
@@ -90,6 +90,24 @@ def writers_by_app(records: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses of this machine's TCP sockets listening on `port` (Linux's /proc/net/tcp and tcp6)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in fh.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, port_hex = local.split(":")
+                if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                    continue
+                raw = bytes.fromhex(address)  # each 32-bit word in host (little-endian) order
+                packed = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.add(str(ipaddress.ip_address(packed)))
+    return found
+
+
 def grant_tenant(kube: KubeClient, user: str) -> None:
     """RBAC for a tenant who edits applications (enforced once the API server authorizes requests)."""
     kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
@@ -112,9 +130,7 @@ def token_kubeconfig(server: Any, kube: KubeClient, service_account: str, path: 
                           body={"spec": {"expirationSeconds": 3600}})
     doc = server.kubeconfig_document()
     doc["users"][0]["user"]["token"] = answer["status"]["token"]
-    with open(path, "w") as fh:
-        json.dump(doc, fh)
-    return str(path)
+    return write_kubeconfig(str(path), doc)
 
 
 def chart_identities(server: Any, kube: KubeClient, directory: Any) -> tuple[str, str]:

@@ -7,8 +7,10 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -16,7 +18,17 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import PODS
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, token_codes
+
+
+def pod_processes(directory) -> list[dict]:
+    """The pods' processes that DIR/processes.json lists (it lists the API server from the start)."""
+    return [p for p in json.loads((directory / "processes.json").read_text()) if p["name"] != "apiserver"]
+
+
+def read_lines(stream, lines: list[str]) -> None:
+    for line in iter(stream.readline, ""):
+        lines.append(line)
 
 
 def pid_alive(pid: int) -> bool:
@@ -31,10 +43,22 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
     directory = tmp_path / "dev"
     proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dev", "--shards", "2", "--apps", "20",
                              "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=read_lines, args=(proc.stdout, output), daemon=True)
+    reader.start()
     pids: list[int] = []
     try:
-        eventually(lambda: (directory / "processes.json").exists(), timeout=60, interval=0.2)
+        eventually(lambda: any("velashard dev: API server" in line for line in output), timeout=120, interval=0.1)
+        # Dev announces itself once its processes are ready; processes.json lists them as soon as they are known,
+        # well before the live view's first refresh (2 s later).
+        eventually(lambda: sum(p["ready"] for p in pod_processes(directory)) == 3, timeout=1.5,
+                   interval=0.05)
         kube = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), shard_id="test")
+        # Its API server accepts no guessable token, and every kubeconfig (the user's, the pods') is private.
+        api_port = json.loads((directory / "processes.json").read_text())[0]["ports"]["api"]
+        assert set(token_codes(f"http://127.0.0.1:{api_port}").values()) == {401}
+        modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in directory.glob("kubeconfig*")}
+        assert modes == {"kubeconfig": 0o600, "kubeconfig-velashard": 0o600, "kubeconfig-velashard-shard": 0o600}
 
         def served() -> Counter:
             apps = kube.list(APPLICATIONS, "default")["items"]
@@ -58,8 +82,8 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
                                     str(tmp_path / "cache"), "get", "app", "-n", "default", "-L",
                                     labels.SCHEDULED_SHARD_ID], capture_output=True, text=True, timeout=60).stdout
             assert "SCHEDULED-SHARD-ID" in table and table.count("shard-") == 20
-        processes = json.loads((directory / "processes.json").read_text())
-        pids = [p["pid"] for p in processes if p.get("pid") and p["name"] != "apiserver"]
+        processes = pod_processes(directory)
+        pids = [p["pid"] for p in processes if p.get("pid")]
         assert len(pids) == 3
         victim = next(p for p in processes if p["name"].startswith("velashard-shard-0-"))
         os.kill(victim["pid"], signal.SIGKILL)
@@ -73,13 +97,15 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
         assert time.monotonic() - killed <= 2.5  # NotReady within about 2 s of the process dying
         # Down longer than dev's orphan grace period (3 s): its apps move to the other shard.
         eventually(lambda: served() == Counter({"shard-1": 20}), timeout=60, interval=0.5)
-        restarted = eventually(lambda: next((p for p in json.loads((directory / "processes.json").read_text())
+        restarted = eventually(lambda: next((p for p in pod_processes(directory)
                                             if p["name"] == victim["name"] and p["restarts"] >= 1 and p["ready"]), None),
                                timeout=60, interval=0.5)
         pids.append(restarted["pid"])
     finally:
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    out = "".join(output)
     assert proc.returncode == 0, out
     assert "velashard dev: stopped" in out and "Traceback" not in out
     eventually(lambda: not any(pid_alive(pid) for pid in pids), timeout=15)
@@ -101,7 +127,9 @@ def test_the_addon_scales_shards_in_dev_and_a_removed_shards_apps_move(tmp_path)
         return running if sum(running.values()) == count else Counter()
 
     try:
-        eventually(lambda: (directory / "processes.json").exists(), timeout=60, interval=0.2)
+        # Pod processes are listed once the chart is installed, so the CRDs exist by then.
+        eventually(lambda: (directory / "processes.json").exists() and pod_processes(directory), timeout=90,
+                   interval=0.2)
         kube = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), shard_id="test")
         eventually(lambda: placement(6), timeout=90, interval=0.5)
         addon = ("addon", "enable", "vela-core-shard-manager", "deploymentName=velashard", "instanceName=velashard",

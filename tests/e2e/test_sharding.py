@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -20,8 +21,8 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
-from tests.e2e.helpers import (RUNTIME_NS, chart_identities, free_port, grant_tenant, shard_of, shard_pod,
-                               stop_processes, wait_for_shard_leases, writers_by_app)
+from tests.e2e.helpers import (RUNTIME_NS, chart_identities, free_port, grant_tenant, listening_addresses, shard_of,
+                               shard_pod, stop_processes, wait_for_shard_leases, writers_by_app)
 from tests.integration.helpers import eventually
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,14 @@ def all_running(kube: KubeClient, count: int) -> list[dict]:
     items = kube.list(APPLICATIONS, "apps")["items"]
     return items if len(items) == count and all((a.get("status") or {}).get("status") == "running"
                                                 and shard_of(a) for a in items) else []
+
+
+def test_the_masters_webhooks_listen_on_loopback_only(sharded):
+    """A master run as a local process is reached by an API server on the same machine, so its webhooks listen on
+    loopback (in a pod the chart passes --webhook-bind-address=0.0.0.0)."""
+    _, kube, _ = sharded
+    port = urlsplit(kube.list(MUTATING_WEBHOOKS)["items"][0]["webhooks"][0]["clientConfig"]["url"]).port
+    assert listening_addresses(port) == {"127.0.0.1"}
 
 
 def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sharded):

@@ -25,6 +25,27 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float 
     raise AssertionError(f"condition not met within {timeout}s; last: {last!r}")
 
 
+# Words someone might try as a bearer token; no server velashard starts accepts any of them.
+GUESSABLE_TOKENS = ("admin", "Admin", "administrator", "alice", "password", "token", "secret", "root", "default",
+                    "kubernetes", "velashard", "system:masters", "changeme", "12345678", "admin-token-for-tests")
+
+
+def token_codes(url: str, tokens: tuple[str, ...] = GUESSABLE_TOKENS) -> dict[str, int]:
+    """The status code of listing every Secret at `url` (plain HTTP) with each bearer token."""
+    import urllib.error
+    import urllib.request
+
+    codes = {}
+    for token in tokens:
+        req = urllib.request.Request(f"{url}/api/v1/secrets", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                codes[token] = resp.status
+        except urllib.error.HTTPError as err:
+            codes[token] = err.code
+    return codes
+
+
 def status_of(err: ApiException) -> dict[str, Any]:
     """The Kubernetes Status object carried by an API error."""
     return json.loads(err.body)

@@ -17,8 +17,8 @@ def _conn(apiserver) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(apiserver.host, apiserver.port, timeout=10)
 
 
-def _headers() -> dict[str, str]:
-    return {"Authorization": "Bearer admin", "Content-Type": "application/json"}
+def _headers(apiserver) -> dict[str, str]:
+    return {"Authorization": f"Bearer {apiserver.admin_token}", "Content-Type": "application/json"}
 
 
 @pytest.mark.parametrize("method,path", [
@@ -31,11 +31,11 @@ def test_error_with_body_keeps_connection_in_sync(apiserver, method, path):
     conn = _conn(apiserver)
     try:
         body = json.dumps({"apiVersion": "v1", "kind": "Whatever", "spec": {"pad": "x" * 5000}})
-        conn.request(method, path, body=body, headers=_headers())
+        conn.request(method, path, body=body, headers=_headers(apiserver))
         first = conn.getresponse()
         assert first.status in (404, 405)
         assert json.loads(first.read())["kind"] == "Status"
-        conn.request("GET", "/api/v1/namespaces/default", headers=_headers())
+        conn.request("GET", "/api/v1/namespaces/default", headers=_headers(apiserver))
         second = conn.getresponse()
         assert second.status == 200
         assert json.loads(second.read())["metadata"]["name"] == "default"
@@ -47,7 +47,7 @@ def test_oversized_body_answers_413_then_closes(apiserver):
     conn = _conn(apiserver)
     try:
         conn.putrequest("POST", "/api/v1/namespaces/default/configmaps")
-        for k, v in _headers().items():
+        for k, v in _headers(apiserver).items():
             conn.putheader(k, v)
         conn.putheader("Content-Length", str(10 * 1024 * 1024))
         conn.endheaders()
@@ -62,7 +62,7 @@ def test_unsupported_media_type_is_415_status(apiserver):
     conn = _conn(apiserver)
     try:
         conn.request("POST", "/api/v1/namespaces/default/configmaps", body=b"\x00\x01",
-                     headers=dict(_headers(), **{"Content-Type": "application/cbor"}))
+                     headers=dict(_headers(apiserver), **{"Content-Type": "application/cbor"}))
         answer = conn.getresponse()
         body = json.loads(answer.read())
         assert answer.status == 415 and body["reason"] == "UnsupportedMediaType"

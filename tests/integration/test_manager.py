@@ -37,10 +37,10 @@ def lease_holder(kube: KubeClient, name: str, namespace: str) -> str | None:
         return None
 
 
-def get(url: str) -> tuple[int, str]:
+def get(url: str, token: str = "") -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": "Bearer admin"}),
-                                    timeout=5) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
@@ -119,7 +119,7 @@ def test_ready_once_informers_synced_and_every_request_names_the_shard(make_apis
     assert not lease_holder(kube, "velashard-shard-7", "default")  # released on a graceful stop
 
     def audited() -> tuple[set[str], set[tuple[str, str]]]:
-        records = json.loads(get(f"{server.url}/debug/audit?since=0")[1])["items"]
+        records = json.loads(get(f"{server.url}/debug/audit?since=0", server.admin_token)[1])["items"]
         return ({r["userAgent"] for r in records},
                 {(r["verb"], r["resource"]) for r in records if "shard=shard-7" in r["userAgent"]})
 

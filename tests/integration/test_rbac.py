@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ from tests.integration.helpers import raw_request, status_of
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.identity import whoami
+from velashard.kube.kubeconfig import write_kubeconfig
 
 RBAC = "rbac.authorization.k8s.io"
 SHARD = "system:serviceaccount:apps:shard"
@@ -38,8 +38,7 @@ def client_for(server, token: str, tmp_path: Path) -> client.ApiClient:
     path = tmp_path / f"kubeconfig-{abs(hash(token))}"
     doc = server.kubeconfig_document()
     doc["users"][0]["user"]["token"] = token
-    path.write_text(json.dumps(doc))
-    return config.new_client_from_config(config_file=str(path))
+    return config.new_client_from_config(config_file=write_kubeconfig(str(path), doc))
 
 
 def bind(admin: client.ApiClient, rules: list[dict], namespace: str = "apps", cluster_role: bool = False) -> None:

@@ -46,7 +46,7 @@ OBJECTS = [
 def _call(apiserver, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(apiserver.url + path, data=data, method=method, headers={
-        "Authorization": "Bearer admin", "Content-Type": "application/json"})
+        "Authorization": f"Bearer {apiserver.admin_token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as answer:
             return answer.status, json.loads(answer.read())

@@ -56,6 +56,7 @@ def test_sharding_on_with_gates_pdb_and_placement():
     args = pod["spec"]["containers"][0]["args"]
     assert "--enable-sharding" in args and "--schedulable-shards=shard-0,shard-1" in args
     assert "--feature-gates=DisableWebhookAutoSchedule=true" in args and "--enable-leader-election" in args
+    assert "--webhook-bind-address=0.0.0.0" in args  # in a pod the webhook Service routes to the pod's IP
     assert pod["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "master"
     assert pod["spec"]["nodeSelector"] == {"role": "control"} and pod["spec"]["tolerations"][0]["key"] == "dedicated"
     assert find(docs, "Service")["spec"]["selector"]["controller.core.oam.dev/shard-id"] == "master"

@@ -8,6 +8,7 @@ from velashard.cli.flags import duration, format_duration, parse_duration, split
 from velashard.cli.main import main
 from velashard.cli.manager import build_parser, ignored_flags, validate
 from velashard.cli.usage import UsageError
+from velashard.webhook.runner import default_bind_address, host_port
 
 
 @pytest.mark.parametrize("text,seconds", [("15", 15.0), ("1.5", 1.5), ("15s", 15.0), ("500ms", 0.5),
@@ -130,3 +131,19 @@ def test_reschedule_workers_below_one_exits_2_naming_the_flag(capsys):
         validate(parser.parse_args(["--reschedule-workers", "0"]), parser)
     assert exit_.value.code == 2
     assert "--reschedule-workers must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_webhooks_listen_on_every_interface_only_inside_a_pod():
+    assert default_bind_address({}) == "127.0.0.1"
+    assert default_bind_address({"KUBERNETES_SERVICE_HOST": "10.96.0.1"}) == "0.0.0.0"
+    assert build_parser().parse_args([]).webhook_bind_address is None  # resolved from the environment at start
+    assert (host_port("127.0.0.1", 9443), host_port("::", 9443)) == ("127.0.0.1:9443", "[::]:9443")
+
+
+@pytest.mark.parametrize("value", ["0.0.0.0:9443", "localhost", "all", ""])
+def test_a_webhook_bind_address_that_is_not_an_ip_exits_2(value, capsys):
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exit_:
+        validate(parser.parse_args(["--webhook-bind-address", value]), parser)
+    assert exit_.value.code == 2
+    assert "--webhook-bind-address" in capsys.readouterr().err

@@ -12,7 +12,14 @@ from velashard.cli.usage import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1); anything but a loopback address or "
+                             "localhost needs --allow-remote")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow --host to be reachable from other machines (e.g. 0.0.0.0)")
+    parser.add_argument("--token-auth-file", metavar="FILE",
+                        help='also accept the static tokens in FILE, kube-apiserver\'s format: '
+                             'token,user,uid,"group1,group2" per line (tokens of at least 16 characters)')
     parser.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one")
     parser.add_argument("--kubeconfig-out", metavar="FILE", help="write a kubeconfig for this server to FILE")
     parser.add_argument("--watch-history", type=int, default=10_000, metavar="N",
@@ -39,8 +46,19 @@ def parse_service_endpoints(values: list[str]) -> dict[str, str]:
     return endpoints
 
 
+def _read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
+    from velashard.devcluster.authn import read_token_file
+
+    try:
+        return read_token_file(path)
+    except OSError as err:
+        raise UsageError(f"--token-auth-file {path}: {err.strerror or err}")
+    except ValueError as err:
+        raise UsageError(f"--token-auth-file {err}")
+
+
 def run(args: argparse.Namespace) -> int:
-    from velashard.devcluster.server import APIServer
+    from velashard.devcluster.server import APIServer, is_loopback
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")
@@ -49,14 +67,20 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes is not None and not 0 <= args.nodes <= 250:
         raise UsageError(f"--nodes {args.nodes}: must be between 0 and 250")
     endpoints = parse_service_endpoints(args.service_endpoint)
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise UsageError(f"--host {args.host}: reachable from other machines; add --allow-remote to listen there "
+                         f"anyway (or use 127.0.0.1)")
+    static_tokens = _read_token_file(args.token_auth_file) if args.token_auth_file else []
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         server = APIServer(host=args.host, port=args.port, watch_history=args.watch_history,
                            simulate_workloads=args.simulate_workloads, service_endpoints=endpoints,
-                           nodes=args.nodes)
+                           nodes=args.nodes, allow_remote=args.allow_remote)
     except OSError as err:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
+    for token, user, uid, groups in static_tokens:
+        server.access.authn.add_token(token, user, groups, uid)
     if args.kubeconfig_out:
         server.write_kubeconfig(args.kubeconfig_out)
     stop = threading.Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import signal
@@ -10,6 +11,7 @@ import socket
 import sys
 import threading
 import uuid
+from urllib.parse import urlsplit
 
 from velashard.apis import labels
 from velashard.apis.validation import is_valid_label_value
@@ -23,7 +25,7 @@ from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
-from velashard.webhook.runner import WebhookOptions, WebhookRunner
+from velashard.webhook.runner import WebhookOptions, WebhookRunner, default_bind_address
 
 log = logging.getLogger("velashard.manager")
 
@@ -71,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-gates", default="",
                    help="comma-separated Gate=true|false (DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
     p.add_argument("--webhook-port", type=int, default=9443, help="HTTPS port of the admission webhooks (master)")
+    p.add_argument("--webhook-bind-address", default=None, metavar="IP",
+                   help="address the admission webhooks listen on (default: 0.0.0.0 inside a pod, i.e. when "
+                        "KUBERNETES_SERVICE_HOST is set, else 127.0.0.1)")
     p.add_argument("--webhook-url", default=None,
                    help="out of cluster: create the webhook configurations pointing at this https://HOST:PORT")
     p.add_argument("--webhook-cert-dir", default=None, help="ca.crt, tls.crt and tls.key to serve (default: made "
@@ -175,6 +180,12 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error(f"--webhook-url {args.webhook_url!r}: must be https://HOST:PORT")
     if not 0 < args.webhook_port < 65536:
         parser.error("--webhook-port must be between 1 and 65535")
+    if args.webhook_bind_address is not None:
+        try:
+            ipaddress.ip_address(args.webhook_bind_address)
+        except ValueError:
+            parser.error(f"--webhook-bind-address {args.webhook_bind_address!r}: must be an IP address, "
+                         f"e.g. 127.0.0.1 or 0.0.0.0")
     if args.reschedule_period <= 0 or args.orphan_grace_period < 0:
         parser.error("--reschedule-period must be > 0 and --orphan-grace-period >= 0")
     if args.reschedule_workers < 1:
@@ -186,6 +197,13 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
                 parse_addr(value)
             except ValueError as err:
                 parser.error(f"--{flag.replace('_', '-')}: {err}")
+
+
+def _is_loopback_ip(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Namespace) -> None:
@@ -216,8 +234,14 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
     identity = (args.controller_identity or whoami(client)
                 or f"system:serviceaccount:{args.namespace}:vela-core")
     log.info("controller identity", extra=fields(identity=identity))
+    bind_address = args.webhook_bind_address or default_bind_address(os.environ)
+    url_host = urlsplit(args.webhook_url or "").hostname
+    if url_host and url_host != "localhost" and not _is_loopback_ip(url_host) and _is_loopback_ip(bind_address):
+        log.warning("the webhooks listen on loopback only but --webhook-url names another address; set "
+                    "--webhook-bind-address", extra=fields(url=args.webhook_url, bind_address=bind_address))
     webhooks = WebhookRunner(client, WebhookOptions(
-        port=args.webhook_port, namespace=args.namespace, service_name=args.webhook_service_name,
+        port=args.webhook_port, bind_address=bind_address,
+        namespace=args.namespace, service_name=args.webhook_service_name,
         mutating_name=args.mutating_webhook_configuration_name,
         validating_name=args.validating_webhook_configuration_name, url=args.webhook_url,
         cert_dir=args.webhook_cert_dir, validating_failure_policy=args.validating_failure_policy,

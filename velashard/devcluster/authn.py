@@ -1,7 +1,8 @@
 """Authentication for the embedded API server: static bearer tokens and ServiceAccount tokens.
 
-Static tokens name their user (`admin` is in `system:masters`); the server registers one for each
-kubeconfig it writes. ServiceAccount tokens are JWTs signed by the server, issued by TokenRequest
+Static tokens are random (the server makes one per user it writes a kubeconfig for; `admin` is in
+`system:masters`) or come from a token file in kube-apiserver's `--token-auth-file` format; none is
+shorter than 16 characters. ServiceAccount tokens are JWTs signed by the server, issued by TokenRequest
 (`serviceaccounts/<name>/token`), bound to the ServiceAccount's uid (and optionally a Pod or
 Secret) and valid until they expire. Impersonation headers are honoured once the authorizer lets
 the caller `impersonate` the named user, groups or ServiceAccount.
@@ -10,6 +11,7 @@ the caller `impersonate` the named user, groups or ServiceAccount.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import hmac
 import json
@@ -20,7 +22,6 @@ from typing import Any, Callable
 
 from velashard.devcluster import errors
 
-ADMIN_TOKEN = "admin"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 AUTHENTICATED = "system:authenticated"
 ANONYMOUS = {"username": "system:anonymous", "uid": "", "groups": ["system:unauthenticated"]}
@@ -29,6 +30,8 @@ DEFAULT_EXPIRATION = 3600
 MIN_EXPIRATION = 600
 MAX_EXPIRATION = 1 << 32
 _VERIFIED_CACHE = 4096
+# A static token shorter than this could be guessed (a word, a name); token_urlsafe(32) makes 43 characters.
+MIN_STATIC_TOKEN = 16
 
 UserInfo = dict[str, Any]
 # (group, resource, namespace, name) -> the object or None
@@ -72,12 +75,13 @@ class Authenticator:
         self._lock = threading.Lock()
         self._static: dict[str, UserInfo] = {}
         self._verified: dict[str, dict[str, Any]] = {}
-        self.add_token(ADMIN_TOKEN, ADMIN_TOKEN, ["system:masters"])
 
-    def add_token(self, token: str, username: str, groups: list[str] | None = None) -> None:
+    def add_token(self, token: str, username: str, groups: list[str] | None = None, uid: str = "") -> None:
         """Accept `token` as `username` (in `groups` and system:authenticated)."""
+        if len(token) < MIN_STATIC_TOKEN:
+            raise ValueError(f"a static token must have at least {MIN_STATIC_TOKEN} characters")
         with self._lock:
-            self._static[token] = {"username": username, "uid": "",
+            self._static[token] = {"username": username, "uid": uid,
                                    "groups": list(groups or []) + [AUTHENTICATED]}
 
     def authenticate(self, authorization: str, now: float) -> UserInfo:
@@ -159,6 +163,36 @@ class Authenticator:
                 if obj is None or (ref.get("uid") and obj["metadata"].get("uid") != ref["uid"]):
                     raise unauthorized()
         return service_account_user(namespace, sa["name"], sa.get("uid", ""))
+
+
+def read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
+    """(token, user, uid, groups) of each line of a static token file, in kube-apiserver's
+    `--token-auth-file` format: `token,user,uid,"group1,group2"` (groups optional).
+
+    Raises ValueError naming the file and line for a malformed or guessable (short) token.
+    """
+    with open(path, newline="") as fh:
+        try:
+            return _token_entries(path, csv.reader(fh, strict=True))
+        except (csv.Error, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: {err}") from None
+
+
+def _token_entries(path: str, rows: Any) -> list[tuple[str, str, str, list[str]]]:
+    entries = []
+    for row in rows:
+        number = rows.line_num
+        if not "".join(row).strip():
+            continue
+        fields = [f.strip() for f in row]
+        if len(fields) < 3 or not fields[0] or not fields[1]:
+            raise ValueError(f"{path}:{number}: expected token,user,uid[,\"group1,group2\"]")
+        if len(fields[0]) < MIN_STATIC_TOKEN:
+            raise ValueError(f"{path}:{number}: the token has fewer than {MIN_STATIC_TOKEN} characters; "
+                             "use a random one, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+        groups = [g.strip() for g in fields[3].split(",") if g.strip()] if len(fields) > 3 else []
+        entries.append((fields[0], fields[1], fields[2], groups))
+    return entries
 
 
 def validate_token_request(spec: Any) -> list[dict[str, str]]:

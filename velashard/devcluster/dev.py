@@ -24,8 +24,9 @@ from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
 from velashard.core.install import install
 from velashard.core.addons import load_addon
 from velashard.devcluster.kubelet import LocalKubelet, LocalPod
-from velashard.devcluster.server import ADMIN_TOKEN as ADMIN_USER, APIServer
+from velashard.devcluster.server import ADMIN_USER, APIServer
 from velashard.kube.client import KubeClient
+from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import PODS
 from velashard.kube.apply import upsert
 
@@ -79,9 +80,7 @@ class PodCredentials:
                 doc = self.server.kubeconfig_document()
                 doc["users"] = [{"name": pod.service_account, "user": {"token": answer["status"]["token"]}}]
                 doc["contexts"][0]["context"]["user"] = pod.service_account
-                path = os.path.join(self.directory, f"kubeconfig-{pod.service_account}")
-                with open(path, "w") as fh:
-                    json.dump(doc, fh)
+                path = write_kubeconfig(os.path.join(self.directory, f"kubeconfig-{pod.service_account}"), doc)
                 self._paths[pod.service_account] = path
             return self._paths[pod.service_account]
 
@@ -151,9 +150,13 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
     client = KubeClient.from_kubeconfig(kubeconfig, shard_id="dev", component="velashard-dev", qps=200, burst=400)
     credentials = PodCredentials(server, os.path.abspath(directory))
+    # processes.json lists the API server from the start and is rewritten whenever a process changes, so that
+    # scripts find every process as soon as it is known, not only once the live view first refreshes.
+    _write_processes(directory, server, [])
     kubelet = LocalKubelet(server.api, os.path.abspath(kubeconfig), SYSTEM_NAMESPACE,
                            log_dir=os.path.join(directory, "logs"), credentials=credentials,
-                           route_service=server.admission.route_service)
+                           route_service=server.admission.route_service,
+                           on_change=lambda processes: _write_processes(directory, server, processes))
     os.makedirs(kubelet.log_dir, exist_ok=True)
     release = None
     try:
@@ -174,7 +177,6 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}", file=out, flush=True)
         view = DevView(client, out)
         while not stop.wait(refresh):
-            _write_processes(directory, server, kubelet)
             view.show()
     except KeyboardInterrupt:
         pass
@@ -187,9 +189,10 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     return 0
 
 
-def _write_processes(directory: str, server: APIServer, kubelet: LocalKubelet) -> None:
+def _write_processes(directory: str, server: APIServer, processes: list[dict[str, Any]]) -> None:
+    """DIR/processes.json: name, pid and ports of the API server and of each pod's process (replaced atomically)."""
     entries = [{"name": "apiserver", "pid": os.getpid(), "ports": {"api": server.port}}]
-    for proc in kubelet.processes():
+    for proc in processes:
         entries.append({"name": proc["name"], "pid": proc["pid"], "ports": {
             "metrics": proc["metricsPort"], "health": proc["healthPort"], "webhook": proc["webhookPort"]},
             "ready": proc["ready"], "restarts": proc["restarts"], "log": proc["log"]})

@@ -4,6 +4,30 @@ from __future__ import annotations
 
 from typing import Any
 
+# metav1.StatusDetails and metav1.StatusCause in Go's field order: kube-apiserver's JSON follows it, and
+# clients compare Status bodies as text (the official Python client's FailToCreateError prints the body).
+_DETAILS_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def _ordered(fields: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    known = {key: fields[key] for key in order if key in fields}
+    return known | {key: value for key, value in fields.items() if key not in known}
+
+
+def status_details(details: dict[str, Any]) -> dict[str, Any]:
+    """`details` (and its causes) with their keys in kube-apiserver's order."""
+    ordered = _ordered(details, _DETAILS_ORDER)
+    if isinstance(ordered.get("causes"), list):
+        ordered["causes"] = [_ordered(c, _CAUSE_ORDER) if isinstance(c, dict) else c for c in ordered["causes"]]
+    return ordered
+
+
+def success_status(details: dict[str, Any]) -> dict[str, Any]:
+    """The Status a delete answers when it returns no object."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": status_details(details)}
+
 
 class APIError(Exception):
     """An error answered to the client as a metav1.Status with Kubernetes' code and reason."""
@@ -16,6 +40,7 @@ class APIError(Exception):
         self.details = details
 
     def status(self) -> dict[str, Any]:
+        """The metav1.Status body, keys in Go's field order (details before code, as kube-apiserver writes it)."""
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -23,10 +48,10 @@ class APIError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if self.details:
-            body["details"] = self.details
+            body["details"] = status_details(self.details)
+        body["code"] = self.code
         return body
 
 

@@ -67,11 +67,16 @@ class LocalPod:
 class LocalKubelet:
     def __init__(self, api: RestAPI, kubeconfig: str, namespace: str, log_dir: str, poll: float = 0.5,
                  credentials: Callable[[LocalPod], str] | None = None,
-                 route_service: Callable[[str, str | None], None] | None = None):
+                 route_service: Callable[[str, str | None], None] | None = None,
+                 on_change: Callable[[list[dict[str, Any]]], None] | None = None):
         """`credentials(pod)`: the kubeconfig a pod's process uses (its ServiceAccount's token), else
         `kubeconfig` for all; `route_service(NS/NAME, HOST:PORT or None)`: keeps the Services that select a
-        pod pointing at its process's webhook port, else the master gets --webhook-url."""
+        pod pointing at its process's webhook port, else the master gets --webhook-url; `on_change(processes)`:
+        called from the kubelet's thread with `processes()` whenever a process starts, stops, restarts or
+        changes readiness."""
         self.api = api
+        self.on_change = on_change
+        self._reported: list[dict[str, Any]] | None = None
         self.kubeconfig = kubeconfig
         self.credentials = credentials
         self.route_service = route_service
@@ -102,7 +107,21 @@ class LocalKubelet:
                 self.sync()
             except errors.APIError as err:
                 log.warning("kubelet sync failed: %s", err.message)
+            self._report()
             self._stop.wait(self.poll)
+
+    def _report(self) -> None:
+        if self.on_change is None:
+            return
+        current = self.processes()
+        if current == self._reported:
+            return
+        try:
+            self.on_change(current)
+        except OSError as err:  # e.g. the file it writes: tried again on the next sync, pods stay supervised
+            log.warning("reporting the processes failed: %s", err)
+            return
+        self._reported = current
 
     # --- convergence -----------------------------------------------------------------------------
 
@@ -157,11 +176,13 @@ class LocalKubelet:
 
     def command(self, pod: LocalPod) -> list[str]:
         args = [a for a in pod.args if not a.startswith(("--kubeconfig", "--metrics-addr", "--health-addr",
-                                                           "--webhook-port", "--webhook-url", "--namespace"))]
+                                                           "--webhook-port", "--webhook-bind-address", "--webhook-url",
+                                                           "--namespace"))]
         kubeconfig = self.credentials(pod) if self.credentials is not None else self.kubeconfig
+        # A pod's process is local: everything it serves listens on loopback, whatever the chart asks of a pod.
         args += ["--kubeconfig", kubeconfig, "--namespace", self.namespace,
                  "--metrics-addr", f"127.0.0.1:{pod.metrics_port}", "--health-addr", f"127.0.0.1:{pod.health_port}",
-                 "--webhook-port", str(pod.webhook_port)]
+                 "--webhook-port", str(pod.webhook_port), "--webhook-bind-address", "127.0.0.1"]
         is_master = any(a == "--shard-id=master" for a in args) or "--shard-id" not in " ".join(args)
         if is_master and self.route_service is None:
             args += ["--webhook-url", f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview

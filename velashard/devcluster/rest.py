@@ -516,8 +516,7 @@ class RestAPI:
             details = {"name": name, "kind": rt.plural, "uid": old_meta["uid"]}
             if rt.group:
                 details["group"] = rt.group
-            return Result({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                           "details": details})
+            return Result(errors.success_status(details))
         raise errors.conflict(rt.group, rt.plural, name, "too many concurrent updates; try again")
 
     def delete_collection(self, rt: ResourceType, namespace: str | None, label_selector: str, field_selector: str,

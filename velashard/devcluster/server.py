@@ -2,14 +2,21 @@
 
 It serves the Kubernetes REST API over plain HTTP for development, tests and benchmarks; every
 semantic decision lives in `rest`, `store`, `admission` and `controllers`.
+
+Credentials: every server makes its own random admin token and a random token per user it writes a
+kubeconfig for, so nothing guessable is ever accepted; clients read the token from the kubeconfig (written
+0600). It listens on loopback unless asked with `allow_remote`, since anyone who can reach it and holds a
+token is that user (and plain HTTP shares the port).
 """
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import logging
 import os
+import secrets
 import socket
 import ssl
 import tempfile
@@ -33,12 +40,14 @@ from velashard.devcluster.rest import Request, RestAPI, Result
 from velashard.devcluster.store import Store, dumps
 from velashard.devcluster.tables import to_table
 from velashard.devcluster.workloads import WorkloadSimulator
+from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
 log = logging.getLogger("velashard.devcluster.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
-ADMIN_TOKEN = "admin"
+ADMIN_USER = "admin"  # the user of the kubeconfigs written by default, in system:masters
+ADMIN_GROUPS = ["system:masters"]
 # Request bodies this server decodes (JSON, YAML and the patch types; not Kubernetes protobuf or CBOR).
 _DECODABLE = frozenset({"application/json", "application/yaml", "application/json-patch+json",
                         "application/merge-patch+json", "application/strategic-merge-patch+json",
@@ -56,13 +65,32 @@ class _Route:
         self.subresource = subresource
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` names only this machine: `localhost` or a loopback address (not a hostname that may
+    resolve elsewhere, and not "" or 0.0.0.0, which mean every interface)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class APIServer:
     """An embedded kube-apiserver. `start()` serves in background threads; `serve_forever()` in the foreground."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, watch_history: int = 10_000,
                  simulate_workloads: bool = False, service_endpoints: dict[str, str] | None = None,
-                 bookmark_interval: float = 5.0, audit_limit: int = 500_000, nodes: int | None = None):
-        """`nodes` simulated nodes are registered (default: one under `simulate_workloads`, else none)."""
+                 bookmark_interval: float = 5.0, audit_limit: int = 500_000, nodes: int | None = None,
+                 allow_remote: bool = False):
+        """`nodes` simulated nodes are registered (default: one under `simulate_workloads`, else none).
+        A `host` beyond loopback needs `allow_remote` (ValueError otherwise) and is logged as a warning."""
+        if not is_loopback(host):
+            if not allow_remote:
+                raise ValueError(f"{host or 'every interface'} is reachable from other machines; "
+                                 f"listening there needs allow_remote")
+            log.warning("listening beyond loopback host=%s: anyone who can reach it may try tokens, and plain "
+                        "HTTP on the same port carries them unencrypted", host or "*")
         self.types = Registry()
         self.store = Store(watch_history=watch_history)
         self.admission = Admission(self.store, service_endpoints)
@@ -83,6 +111,9 @@ class APIServer:
         self.host, self.port = host, self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
         self.kubeconfig: str | None = None  # path of the first kubeconfig written
+        self._tokens: dict[str, str] = {}  # user -> the random token its kubeconfigs carry
+        self._tokens_lock = threading.Lock()
+        self.admin_token = self.token_for(ADMIN_USER)
         self._bootstrap()
 
     @property
@@ -138,31 +169,37 @@ class APIServer:
         if self.simulator is not None:
             self.simulator.stop()
 
-    def kubeconfig_document(self, user: str = ADMIN_TOKEN, namespace: str = "default") -> dict[str, Any]:
+    def token_for(self, user: str) -> str:
+        """The random bearer token that authenticates as `user` (made on first use; `admin` is in system:masters,
+        ServiceAccount usernames get their ServiceAccount groups)."""
+        with self._tokens_lock:
+            if user not in self._tokens:
+                sa = split_service_account(user)
+                if user == ADMIN_USER:
+                    groups = ADMIN_GROUPS
+                else:  # system:authenticated is added by the authenticator
+                    groups = service_account_user(*sa)["groups"][:-1] if sa else []
+                token = secrets.token_urlsafe(32)
+                self.access.authn.add_token(token, user, groups)
+                self._tokens[user] = token
+            return self._tokens[user]
+
+    def kubeconfig_document(self, user: str = ADMIN_USER, namespace: str = "default") -> dict[str, Any]:
+        """A kubeconfig for `user`, carrying its token and the server's CA."""
         return {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": [{"name": "velashard-dev", "cluster": {
                 "server": self.secure_url,
                 "certificate-authority-data": base64.b64encode(self.ca.cert_pem).decode()}}],
-            "users": [{"name": user, "user": {"token": user}}],
+            "users": [{"name": user, "user": {"token": self.token_for(user)}}],
             "contexts": [{"name": "velashard-dev", "context": {"cluster": "velashard-dev", "user": user,
                                                                 "namespace": namespace}}],
             "current-context": "velashard-dev",
         }
 
-    def add_user(self, token: str, username: str | None = None) -> None:
-        """Accept bearer `token` as `username` (default: the token itself; ServiceAccount names get SA groups)."""
-        username = username or token
-        sa = split_service_account(username)
-        groups = service_account_user(*sa)["groups"][:-1] if sa else []
-        if token != ADMIN_TOKEN:
-            self.access.authn.add_token(token, username, groups)
-
-    def write_kubeconfig(self, path: str, user: str = ADMIN_TOKEN) -> str:
-        """Write a kubeconfig whose bearer token names `user`; the first one written becomes `self.kubeconfig`."""
-        self.add_user(user)
-        with open(path, "w") as fh:
-            yaml.safe_dump(self.kubeconfig_document(user), fh, sort_keys=False)
+    def write_kubeconfig(self, path: str, user: str = ADMIN_USER) -> str:
+        """Write a kubeconfig for `user`, mode 0600; the first one written becomes `self.kubeconfig`."""
+        write_kubeconfig(path, self.kubeconfig_document(user))
         if self.kubeconfig is None:
             self.kubeconfig = path
         return path
@@ -216,6 +253,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, code: int, body: dict[str, Any] | None = None, raw: bytes | None = None,
               content_type: str = "application/json") -> None:
         payload = raw if raw is not None else dumps(body)
+        if content_type == "application/json":
+            payload += b"\n"  # kube-apiserver's encoder ends every JSON body with one; clients compare bodies as text
         self._code = code
         self._record_audit()  # before the client can read the answer, so a reader right after sees it
         self.send_response(code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import ipaddress
 import logging
 import os
 import ssl
@@ -14,7 +15,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from velashard.apis import labels
@@ -31,9 +32,21 @@ from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH
 log = logging.getLogger("velashard.webhook.runner")
 
 
+def default_bind_address(environ: Mapping[str, str]) -> str:
+    """Every interface inside a pod (the webhook Service routes to the pod's IP), else loopback: a master run
+    as a local process (`velashard dev`, tests) is reached by an API server on the same machine."""
+    return "0.0.0.0" if environ.get("KUBERNETES_SERVICE_HOST") else "127.0.0.1"
+
+
+def host_port(host: str, port: int) -> str:
+    """HOST:PORT, with an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 @dataclass
 class WebhookOptions:
     port: int = 9443
+    bind_address: str = "127.0.0.1"
     namespace: str = "vela-system"
     service_name: str = "velashard-webhook"
     mutating_name: str = "velashard-mutating"
@@ -169,7 +182,8 @@ class WebhookRunner:
         self._ca, serving = load_or_make_certificates(self.opts)
         self._write_serving(serving)
         cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
-        self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind", f"0.0.0.0:{self.opts.port}",
+        self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind",
+                      host_port(self.opts.bind_address, self.opts.port),
                       "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
                       "--log-format", self.opts.log_format, "--parent-pid", str(os.getpid())]
@@ -179,6 +193,7 @@ class WebhookRunner:
             self._args.append("--disable-auto-schedule")
         if self.opts.validate_components:
             self._args.append("--validate-components")
+        log.info("webhook server starting", extra=fields(bind=host_port(self.opts.bind_address, self.opts.port)))
         self._thread = threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True)
         self._thread.start()
         threading.Thread(target=self._renew_loop, name="webhook-cert-renewal", daemon=True).start()
@@ -189,11 +204,14 @@ class WebhookRunner:
         a failed registration is retried (with backoff) until it lands or the master stops."""
         context = ssl.create_default_context(cadata=self._ca.cert_pem.decode())
         context.check_hostname = False  # we only ask whether it serves; the API server verifies the name
+        # An unspecified address (0.0.0.0, ::) listens on loopback too; a specific one only on itself.
+        bound = ipaddress.ip_address(self.opts.bind_address)
+        probe = ("::1" if bound.version == 6 else "127.0.0.1") if bound.is_unspecified else self.opts.bind_address
         started = time.monotonic()
         warned = False
         while not self._stop.is_set():
             try:
-                with urllib.request.urlopen(f"https://127.0.0.1:{self.opts.port}/healthz", timeout=2,
+                with urllib.request.urlopen(f"https://{host_port(probe, self.opts.port)}/healthz", timeout=2,
                                             context=context):
                     break
             except OSError:

@@ -982,7 +982,7 @@ def _strptime_format(layout: str) -> str:
             j = i + 1
             while j < len(layout) and layout[j] in "09":
                 j += 1
-            out.append("%f" if layout[i + 1] == "0" else "")
+            out.append(layout[i] + "%f")  # .000 (required) and .999 (optional) fractions alike
             i = j
             continue
         for token, code in _GO_LAYOUT:
@@ -998,32 +998,35 @@ def _strptime_format(layout: str) -> str:
 
 def _parse_time(layout: str, value: str) -> Any:
     import datetime
-    text = value
     fmt_ = _strptime_format(layout)
-    if fmt_.endswith("%z") and text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    text = re.sub(r"\.(\d+)", lambda m: "." + m.group(1)[:6].ljust(6, "0"), text) if "%f" not in fmt_ else text
+    text = value[:-1] + "+00:00" if fmt_.endswith("%z") and value.endswith("Z") else value
+    fraction = ""
+    if "%f" in fmt_:
+        found = re.search(r"[.,](\d+)", text)
+        if found:
+            fraction = found.group(1)  # nanoseconds kept here; strptime takes microseconds at most
+            text = text[:found.start(1)] + fraction[:6] + text[found.end(1):]
+        else:
+            fmt_ = fmt_.replace(".%f", "").replace(",%f", "")
     try:
-        return datetime.datetime.strptime(re.sub(r"\.\d+", "", text) if "%f" not in fmt_ else text,
-                                          fmt_.replace("%f", "%f"))
+        return datetime.datetime.strptime(text, fmt_), fraction
     except ValueError:
         raise fail(f'parsing time "{value}" as "{layout}": cannot parse') from None
 
 
-def _rfc3339(t: Any) -> str:
+def _rfc3339(t: Any, fraction: str = "") -> str:
+    """Go's RFC3339Nano in UTC: the fraction as given, without trailing zeros."""
     import datetime
     if t.tzinfo is not None:
         t = t.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    text = t.strftime("%Y-%m-%dT%H:%M:%S")
-    if t.microsecond:
-        text += ("." + f"{t.microsecond:06d}").rstrip("0")
-    return text + "Z"
+    digits = (fraction or f"{t.microsecond:06d}").rstrip("0")
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + ("." + digits if digits else "") + "Z"
 
 
 def _unix(sec: int, nsec: int) -> str:
     import datetime
-    t = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=sec, microseconds=nsec // 1000)
-    return _rfc3339(t)
+    t = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=sec + nsec // 10**9)
+    return _rfc3339(t, f"{nsec % 10**9:09d}")
 
 
 TIME: dict[str, Any] = {f.name: f for f in [
@@ -1031,7 +1034,7 @@ TIME: dict[str, Any] = {f.name: f for f in [
     Func("ParseDuration", parse_duration, 1),
     Func("Time", _is_time, 1, validator=True),
     Func("Format", lambda value, layout: bool(_parse_time(layout, value)), 2, validator=True),
-    Func("Parse", lambda layout, value: _rfc3339(_parse_time(layout, value)), 2),
+    Func("Parse", lambda layout, value: _rfc3339(*_parse_time(layout, value)), 2),
     Func("Unix", _unix, 2),
 ]}
 TIME.update({"Nanosecond": 1, "Microsecond": 10**3, "Millisecond": 10**6, "Second": 10**9,

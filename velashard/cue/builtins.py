@@ -16,8 +16,8 @@ from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_EVEN, ROU
 from typing import Any, Callable
 
 from velashard.cue.errors import CueError
-from velashard.cue.values import (K_FLOAT, K_INT, K_NUMBER, K_ALL, K_BOOL, K_BYTES, K_NULL, K_STRING, NULL, TOP,
-                                  BasicType, Bottom, Bound, Conj, CueSource, Func, Package, compile_regex, DECIMAL)
+from velashard.cue.values import (K_FLOAT, K_INT, K_NUMBER, K_BOOL, K_BYTES, K_NULL, K_STRING, TOP,
+                                  BasicType, Bound, Conj, CueSource, Func, Package, compile_regex, DECIMAL)
 
 
 def _ints(lo: int, hi: int) -> Conj:

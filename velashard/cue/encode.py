@@ -28,8 +28,7 @@ def json_string(s: str, escape_html: bool = True) -> str:
 
 
 def number_text(v: Any) -> str:
-    if type(v) is int:
-        return str(v)
+    """ints as digits, CUE floats (Decimal) as apd prints them: Python's Decimal follows the same spec."""
     return str(v)
 
 

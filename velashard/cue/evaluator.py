@@ -18,8 +18,8 @@ from typing import Any, Iterator
 from velashard.cue import ast
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
-from velashard.cue.values import (K_ALL, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
-                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Top, Validator, add_alt,
+from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
+                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, add_alt,
                                   DECIMAL, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
                                   make_disj, same_value, term_flags, unify_scalar, value_kind)
 
@@ -277,7 +277,7 @@ class Vertex:
             return
         t = type(x)
         if t is ast.StructLit:
-            self._add_struct(x, c, False)
+            self._add_struct(x, c)
         elif t is ast.Ident or t is ast.Selector or t is ast.Index:
             r = resolve(x, c.env)
             if type(r) is Vertex:
@@ -383,7 +383,7 @@ class Vertex:
         else:
             self.scalar = r
 
-    def _add_struct(self, lit: ast.StructLit, c: Conjunct, from_comprehension: bool) -> None:
+    def _add_struct(self, lit: ast.StructLit, c: Conjunct) -> None:
         env = Env(c.env, self)
         groups = c.groups
         if not groups:
@@ -468,7 +468,7 @@ class Vertex:
         d, env, groups, closed, rec = item
         try:
             for env_i in clauses(d.clauses, 0, env):
-                self._add_struct(d.body, Conjunct(d.body, env_i, groups, closed, rec, True), True)
+                self._add_struct(d.body, Conjunct(d.body, env_i, groups, closed, rec, True))
         except Fail as f:
             self._set_err(f.bottom)
 

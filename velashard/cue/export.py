@@ -45,7 +45,6 @@ def _vertex_data(v: Vertex, depth: int) -> Any:
             return values[0]
         raise CueError(f"incomplete value {_describe_alts(v)} (unresolved disjunction)", "incomplete", _path(v))
     if v.kind == STRUCT:
-        _validate(v)
         out: dict = {}
         arcs = v.arcs
         for key in ordered_keys(v):
@@ -57,10 +56,9 @@ def _vertex_data(v: Vertex, depth: int) -> Any:
                     raise CueError("field is required but not present", "incomplete", _path(arc))
                 continue
             out[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = _vertex_data(arc, depth + 1)
-        return out
+        return _validate(v, out)
     if v.kind == LIST:
-        _validate(v)
-        return [_vertex_data(a, depth + 1) for a in v.arcs.values()]
+        return _validate(v, [_vertex_data(a, depth + 1) for a in v.arcs.values()])
     return _scalar_data(v.scalar, _path(v))
 
 
@@ -73,31 +71,16 @@ def _describe_alts(v: Vertex) -> str:
     return " | ".join(parts)
 
 
-def _validate(v: Vertex) -> None:
+def _validate(v: Vertex, data: Any) -> Any:
+    """A struct or list with validators (list.MinItems(2), struct.MaxFields(3)): checked on its data."""
     s = v.scalar
-    validators = []
-    if type(s) is Validator:
-        validators = [s]
-    elif type(s) is Conj:
-        validators = [b for b in s.bounds if type(b) is Validator]
-    if not validators:
-        return
-    data = None
+    validators = [s] if type(s) is Validator else [b for b in s.bounds if type(b) is Validator] \
+        if type(s) is Conj else []
     for val in validators:
-        if data is None:
-            data = to_data_no_validate(v)
         r = check_validator(data, val)
         if type(r) is Bottom:
             raise r.error(_path(v))
-
-
-def to_data_no_validate(v: Vertex) -> Any:
-    saved = v.scalar
-    v.scalar = None
-    try:
-        return _vertex_data(v, 0)
-    finally:
-        v.scalar = saved
+    return data
 
 
 def _scalar_data(s: Any, path: str) -> Any:

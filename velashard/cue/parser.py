@@ -114,7 +114,7 @@ class Parser:
         out: list = []
         while self.tok.kind != end:
             if self.tok.kind == EOF:
-                raise self.error(f"expected '}}', found EOF")
+                raise self.error("expected '}', found EOF")
             if self.tok.kind == COMMA:
                 self.next()
                 continue

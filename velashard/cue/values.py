@@ -451,7 +451,6 @@ def unify_disj(a: Any, b: Any) -> Any:
     ha = any(d for _, d in da)
     hb = any(d for _, d in db)
     out: list[tuple[Any, bool]] = []
-    first_err = None
     errors: list[Bottom] = []
     for va, fa in da:
         for vb, fb in db:

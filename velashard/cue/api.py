@@ -9,7 +9,7 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import CTX, Conjunct, Env, LimitExceeded, Vertex, evaluate, first_error, resolve
-from velashard.cue.export import from_data, to_data
+from velashard.cue.export import TagTree, from_data, tag_tree, to_data
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom
 
@@ -90,6 +90,11 @@ class Instance:
     def exists(self, expression: str) -> bool:
         v = self.lookup(expression)
         return type(v) is not Bottom
+
+    def tags(self, expression: str) -> TagTree | None:
+        """The `// +key=value` comment tags of an expression's field and the fields inside it (KubeVela's
+        +patchKey and +patchStrategy), nested as its exported data."""
+        return self._run(lambda: tag_tree(self.lookup(expression)))
 
     def export(self, expression: str | None = None, check: bool = True) -> Any:
         """Plain data of the whole value or of an expression; CueError if it is not concrete. With

@@ -136,7 +136,7 @@ def pattern_matches(match: Any, key: Any) -> bool:
 class Vertex:
     __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
-                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals")
+                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs")
 
     def __init__(self, parent: "Vertex | None", label: Any) -> None:
         self.parent = parent
@@ -164,6 +164,7 @@ class Vertex:
         self.required = False
         self.not_allowed: Bottom | None = None
         self.pat_seen = 0
+        self.docs: list | None = None  # comment groups of the fields that declared this arc (for +patchKey tags)
         self.optionals: list = []
 
     def __repr__(self) -> str:
@@ -439,6 +440,10 @@ class Vertex:
                 if arc is None:
                     arc = self.new_arc(key)
                 arc.mark(d.constraint)
+                if d.comments:
+                    if arc.docs is None:
+                        arc.docs = []
+                    arc.docs.append(d.comments)
                 if rec:
                     fc = Conjunct(d.value, env, tuple((g, key) for g in groups), True, True)
                 elif key[:1] == "#" or key[:2] == "_#":
@@ -551,6 +556,7 @@ class Vertex:
             clone = Vertex(self.parent, self.label)
             clone.conjuncts = self.conjuncts
             clone.regular, clone.optional, clone.required = self.regular, self.optional, self.required
+            clone.docs = self.docs
             clone.choices = base + list(combo)
             clone.expand()
             err = deep_error(clone)

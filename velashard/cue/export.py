@@ -137,3 +137,47 @@ def _arc(x: Any, parent: Vertex, key: Any) -> Vertex:
     arc.kind = SCALAR
     arc.scalar = value
     return arc
+
+
+TagTree = tuple  # (tags of this field: {key: value}, {child label or list index: TagTree})
+
+
+def comment_tags(groups: list[list[str]] | None) -> dict[str, str]:
+    """`// +key=value` lines of a field's comments (value one word), as KubeVela reads patch tags."""
+    tags: dict[str, str] = {}
+    for group in groups or ():
+        for line in group:
+            line = line.strip()
+            if not line.startswith("+"):
+                continue
+            key, sep, value = line[1:].partition("=")
+            value = value.strip()
+            if sep and value and len(value.split()) == 1:
+                tags[key.strip()] = value
+    return tags
+
+
+def tag_tree(v: Any) -> TagTree | None:
+    """The `+tags` of a value's field and of the fields inside it, nested as the exported data is; None
+    where there are none."""
+    if type(v) is not Vertex:
+        return None
+    v.expand()
+    tags = comment_tags(v.docs)
+    if v.alts is not None:
+        v = ([a for a, d in v.alts if d] or [a for a, _ in v.alts])[0]
+        v.expand()
+    children: dict = {}
+    if v.kind == STRUCT:
+        for key in ordered_keys(v):
+            arc = v.arcs[key]
+            if is_regular(key) and arc.regular:
+                sub = tag_tree(arc)
+                if sub:
+                    children[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = sub
+    elif v.kind == LIST:
+        for i, arc in enumerate(v.arcs.values()):
+            sub = tag_tree(arc)
+            if sub:
+                children[i] = sub
+    return (tags, children) if tags or children else None

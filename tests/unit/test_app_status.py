@@ -75,9 +75,11 @@ def test_component_health_uses_the_policy_for_the_workload_and_names_unhealthy_o
     workload = {"kind": "Deployment", "metadata": {"name": "web"}}
     service = {"kind": "Service", "metadata": {"name": "web"}}
     live = [{"kind": "Deployment", "spec": {"replicas": 2}, "status": {"readyReplicas": 2}}, None]
-    assert component_health([workload, service], workload, live, "context.output.status.readyReplicas == 2") == (
-        False, "healthy by policy; not found")
+    status = {"healthPolicy": "isHealth: context.output.status.readyReplicas == 2"}
+    assert component_health([workload, service], workload, live, status) == (False, "healthy; not found")
     assert component_health([workload], workload, live[:1], None) == (False, "Ready:0/2")
+    status["customStatus"] = 'message: "ready: \\(context.output.status.readyReplicas)"'
+    assert component_health([workload], workload, live[:1], status) == (True, "ready: 2")
 
 
 @pytest.mark.parametrize("existing,latest,want", [

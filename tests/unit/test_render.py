@@ -6,8 +6,9 @@ import pytest
 
 from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
-from velashard.core.health import policy_health, resource_health
-from velashard.core.rendering import Definitions, RenderError, render_app, template_cache_info
+from velashard.core.health import definition_status, resource_health
+from velashard.core.rendering import Definitions, RenderError, render_app, rendered_cache_info
+from velashard.core.templates import template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
 from velashard.core.workflow import workflow_phase
 from velashard.core.workflow_spec import parse_steps
@@ -18,8 +19,8 @@ def defs() -> Definitions:
     objs = builtin_definitions()
     for i, d in enumerate(objs):
         d["metadata"].update(uid=f"uid-{i}", resourceVersion="1")
-    return Definitions.from_objects([d for d in objs if d["kind"] == "ComponentDefinition"],
-                                    [d for d in objs if d["kind"] == "TraitDefinition"])
+    return Definitions.from_objects(*[[d for d in objs if d["kind"] == kind]
+                                      for kind in ("ComponentDefinition", "TraitDefinition", "PolicyDefinition")])
 
 
 def app(*components: dict) -> dict:
@@ -87,43 +88,56 @@ def test_task_and_k8s_objects(defs):
     ({"name": "x", "type": "nope"}, "UnknownType", "type", 'unknown component type "nope"'),
     ({"name": "x", "type": "worker", "properties": {"image": "a"}, "traits": [{"type": "nope"}]}, "UnknownType",
      "type", 'trait "nope"'),
-    ({"name": "x", "type": "worker", "properties": {"image": 3}}, "InvalidParameter", "image", "not of type"),
-    ({"name": "x", "type": "worker", "properties": {"image": "a", "imagee": "b"}}, "InvalidParameter", "imagee",
-     'unknown parameter "imagee"'),
-    ({"name": "x", "type": "worker", "properties": {}}, "InvalidParameter", "image", "required"),
+    ({"name": "x", "type": "worker", "properties": {"image": 3}}, "InvalidParameter", "image", "conflicting values"),
+    ({"name": "x", "type": "worker", "properties": {}}, "InvalidParameter", "image", "is required"),
     ({"name": "x", "type": "worker", "properties": {"image": "a"},
-      "traits": [{"type": "scaler", "properties": {"replicas": -1}}]}, "InvalidParameter", "replicas", "minimum"),
+      "traits": [{"type": "scaler", "properties": {"replicas": "two"}}]}, "InvalidParameter", "replicas",
+     "conflicting values"),
 ])
-def test_render_errors_name_component_trait_and_field(defs, component, reason, field, fragment):
+def test_render_errors_name_component_definition_and_field(defs, component, reason, field, fragment):
     with pytest.raises(RenderError) as err:
         render_app(app(component), defs, 1)
-    assert err.value.reason == reason and err.value.field == field and fragment in str(err.value)
+    assert err.value.reason == reason and err.value.field == field and fragment in str(err.value), str(err.value)
     assert str(err.value).startswith('component "x"')
 
 
-def custom_defs(template: str) -> Definitions:
-    definition = {"metadata": {"name": "custom", "uid": "u1", "resourceVersion": "1"},
-                  "spec": {"schematic": {"jinja": {"template": template, "parameters": {"type": "object"}}}}}
-    return Definitions({"custom": definition}, {})
+def custom_defs(template: str, name: str = "custom") -> Definitions:
+    definition = {"kind": "ComponentDefinition", "metadata": {"name": name, "uid": "u1", "resourceVersion": "1"},
+                  "spec": {"schematic": {"cue": {"template": template}}}}
+    return Definitions({name: definition}, {})
 
 
-def test_template_errors_and_sandbox(defs):
-    for template, fragment in [("output: {{ broken", "template error"),
-                               ("output: {{ ''.__class__.__mro__[1].__subclasses__() }}", "template error"),
-                               ("output: [unclosed", "valid YAML"),
-                               ("nothing: here", "no output")]:
-        with pytest.raises(RenderError) as err:
-            render_app(app({"name": "c", "type": "custom"}), custom_defs(template), 1)
-        assert err.value.reason == "TemplateError" and fragment in str(err.value), str(err.value)
+CONFIGMAP = 'output: {apiVersion: "v1", kind: "ConfigMap", data: a: "1"}\n'
 
 
-def test_kube_schematic_and_template_cache():
+@pytest.mark.parametrize("template, fragment", [
+    ("output: {", "does not compile"),
+    ('import "tool/exec"\noutput: exec.Run', "not supported"),
+    ("output: nothere", 'reference "nothere" not found'),
+    ("nothing: 1", "has no output"),
+    ('output: "a string"', "must be an object with apiVersion and kind"),
+    ('output: {apiVersion: "v1", kind: "ConfigMap", data: a: 1 & 2}', "conflicting values"),
+])
+def test_template_errors_name_the_definition(template, fragment):
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom"}), custom_defs(template), 1)
+    assert err.value.reason == "TemplateError" and fragment in str(err.value), str(err.value)
+    assert 'component "c"' in str(err.value)
+
+
+def test_a_template_that_does_not_compile_names_line_and_column():
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom"}), custom_defs("output: {\n  a: 1 +\n}"), 1)
+    assert "custom.cue:3:1" in str(err.value), str(err.value)
+
+
+def test_kube_schematic_and_caches():
     definition = {"metadata": {"name": "kube-worker", "uid": "k1", "resourceVersion": "7"}, "spec": {"schematic": {
         "kube": {"template": {"apiVersion": "apps/v1", "kind": "Deployment", "spec": {
             "template": {"spec": {"containers": [{"name": "main", "image": "placeholder"}]}}}},
             "parameters": [{"name": "image", "type": "string", "required": True,
                             "fieldPaths": ["spec.template.spec.containers[0].image"]},
-                           {"name": "replicas", "type": "integer", "default": 2, "fieldPaths": ["spec.replicas"]}]}}}}
+                           {"name": "replicas", "type": "number", "default": 2, "fieldPaths": ["spec.replicas"]}]}}}}
     defs = Definitions({"kube-worker": definition}, {})
     rendered = render_app(app({"name": "k", "type": "kube-worker", "properties": {"image": "redis:7"}}), defs, 1)
     deploy = rendered.components[0].workload
@@ -131,11 +145,14 @@ def test_kube_schematic_and_template_cache():
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "redis:7"
     with pytest.raises(RenderError):
         render_app(app({"name": "k", "type": "kube-worker", "properties": {}}), defs, 1)
-    tdefs = custom_defs("output: {apiVersion: v1, kind: ConfigMap}")
+    tdefs = custom_defs(CONFIGMAP)
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    size = template_cache_info()[0]
+    programs, rendered_before = template_cache_info()[0], rendered_cache_info()[0]
     render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
-    assert template_cache_info()[0] == size  # same uid and resourceVersion: compiled once
+    assert template_cache_info()[0] == programs  # the same template text: compiled once
+    assert rendered_cache_info()[0] == rendered_before + 1  # a new revision renders once
+    render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
+    assert rendered_cache_info()[0] == rendered_before + 1  # a re-sync evaluates nothing
 
 
 def test_hash_and_revision_pruning():
@@ -159,7 +176,7 @@ def test_workflow_planning_and_phase():
     assert workflow_phase({}, True) == "runningWorkflow"
 
 
-def test_health_rules():
+def test_health_rules_and_cue_status_programs():
     deploy = {"kind": "Deployment", "metadata": {"generation": 2}, "spec": {"replicas": 2},
               "status": {"observedGeneration": 2, "availableReplicas": 2, "updatedReplicas": 2}}
     assert resource_health(deploy) == (True, "Ready:2/2")
@@ -168,74 +185,125 @@ def test_health_rules():
     job = {"kind": "Job", "spec": {}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
     assert resource_health(job) == (True, "Complete")
     assert resource_health({"kind": "Service", "metadata": {}}) == (True, "Exists")
-    assert policy_health("context.output.status.ready == 3", {"status": {"ready": 3}})[0] is True
-    assert policy_health("context.output.__class__", {})[0] is False
+    status = {"healthPolicy": "isHealth: context.output.status.availableReplicas == parameter.want",
+              "customStatus": 'message: "\\(context.output.status.availableReplicas) of \\(parameter.want)"'}
+    names = {"name": "c", "appName": "a", "appRevision": "a-v1"}
+    assert definition_status(status, names, deploy, {}, {"want": 2}) == (True, "2 of 2")
+    assert definition_status(status, names, deploy, {}, {"want": 3}) == (False, "2 of 3")
+    healthy, message = definition_status({"healthPolicy": "isHealth: context.output.nope.deeper"}, names, deploy, {},
+                                         {})
+    assert healthy is False and "health policy" in message
+    assert definition_status(None, names, deploy, {}, {}) == (None, None)
 
 
-def test_error_message_names_component_trait_and_field(defs):
-    with pytest.raises(RenderError) as err:
-        render_app(app({"name": "web", "type": "webservice", "properties": {"image": "nginx"},
-                        "traits": [{"type": "scaler", "properties": {"replicas": "x"}}]}), defs, 1)
-    assert str(err.value) == """component "web" trait "scaler": parameter "replicas": 'x' is not of type 'integer'"""
-    assert (err.value.component, err.value.trait, err.value.field) == ("web", "scaler", "replicas")
-
-
-def test_sandbox_blocks_dunder_access():
-    with pytest.raises(RenderError) as err:
-        render_app(app({"name": "c", "type": "custom"}), custom_defs("output: {{ ''.__class__.__mro__ }}"), 1)
-    assert err.value.reason == "TemplateError" and "unsafe" in str(err.value)
-
-
-def trait_defs(template: str, patch_type: str, parameters: dict | None = None) -> Definitions:
-    base = custom_defs("output: {apiVersion: v1, kind: ConfigMap, data: {a: '1'}}")
-    base.traits["t"] = {"metadata": {"name": "t", "uid": f"t-{patch_type}", "resourceVersion": "1"},
-                        "spec": {"schematic": {"jinja": {"template": template, "patchType": patch_type,
-                                                         "parameters": parameters or {"type": "object"}}}}}
+def trait_defs(trait: str) -> Definitions:
+    base = custom_defs(CONFIGMAP)
+    base.traits["t"] = {"kind": "TraitDefinition", "metadata": {"name": "t", "uid": trait, "resourceVersion": "1"},
+                        "spec": {"schematic": {"cue": {"template": trait}}}}
     return base
 
 
-def test_custom_trait_patch_types_and_context_output():
+def render_with_trait(template: str, properties: dict | None = None) -> dict:
+    trait = {"type": "t", **({"properties": properties} if properties is not None else {})}
+    return render_app(app({"name": "c", "type": "custom", "traits": [trait]}), trait_defs(template), 1).components[0]
+
+
+def test_trait_patch_strategies_and_context_output():
     # The trait reads the workload rendered so far through context.output.
-    json_patch = trait_defs("patch:\n- {op: add, path: /data/b, value: '{{ context.output.data.a }}{{ parameter.x }}'}",
-                            "json-patch", {"type": "object", "properties": {"x": {"type": "string", "default": "2"}}})
-    obj = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), json_patch, 1).components[0]
-    assert obj.workload["data"] == {"a": "1", "b": "12"}
-    merge = trait_defs("patch: {data: {a: null, c: '3'}}", "json-merge-patch")
-    obj = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), merge, 1).components[0]
-    assert obj.workload["data"] == {"c": "3"}
-    bad = trait_defs("patch:\n- {op: replace, path: /nope/x, value: 1}", "json-patch")
+    comp = render_with_trait('// +patchStrategy=jsonPatch\n'
+                             'patch: operations: [{op: "add", path: "/data/b", value: context.output.data.a + parameter.x}]\n'
+                             'parameter: x: *"2" | string')
+    assert comp.workload["data"] == {"a": "1", "b": "12"}
+    comp = render_with_trait('// +patchStrategy=jsonMergePatch\npatch: data: {a: null, c: "3"}')
+    assert comp.workload["data"] == {"c": "3"}
+    comp = render_with_trait('patch: data: b: parameter.b\nparameter: b: string', {"b": "x"})
+    assert comp.workload["data"] == {"a": "1", "b": "x"}
     with pytest.raises(RenderError) as err:
-        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), bad, 1)
+        render_with_trait('// +patchStrategy=jsonPatch\npatch: operations: [{op: "replace", path: "/nope/x", value: 1}]')
     assert (err.value.reason, err.value.trait) == ("PatchError", "t")
+    with pytest.raises(RenderError) as err:
+        render_with_trait('patch: data: a: "2"')
+    assert err.value.reason == "PatchError" and 'data.a: conflicting values "1" and "2"' in str(err.value)
 
 
-def test_additional_properties_only_when_schema_allows():
-    open_defs = custom_defs("output: {apiVersion: v1, kind: ConfigMap, data: {k: '{{ parameter.anything }}'}}")
-    # An absent additionalProperties means closed: unknown parameters are usually typos.
-    open_defs.components["custom"]["spec"]["schematic"]["jinja"]["parameters"] = {
-        "type": "object", "additionalProperties": True}
+def test_trait_outputs_and_errs():
+    comp = render_with_trait('outputs: svc: {apiVersion: "v1", kind: "Service", metadata: name: "s"}')
+    assert [o["kind"] for o in comp.outputs] == ["Service"]
+    with pytest.raises(RenderError) as err:
+        render_with_trait('errs: ["the trait refuses: \\(parameter.why)"]\nparameter: why: string', {"why": "no"})
+    assert err.value.reason == "InvalidParameter" and "the trait refuses: no" in str(err.value)
+
+
+def test_trait_patch_outputs_reach_earlier_outputs():
+    defs = trait_defs('patchOutputs: extra: metadata: labels: patched: "yes"')
+    defs.components["custom"]["spec"]["schematic"]["cue"]["template"] = (
+        CONFIGMAP + 'outputs: extra: {apiVersion: "v1", kind: "Secret", metadata: name: "s"}')
+    comp = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1).components[0]
+    assert comp.outputs[0]["metadata"]["labels"]["patched"] == "yes"
+
+
+def test_closed_parameters_refuse_unknown_fields_open_ones_take_them():
+    open_defs = custom_defs('output: {apiVersion: "v1", kind: "ConfigMap", data: k: parameter.anything}\n'
+                            "parameter: {...}")
     rendered = render_app(app({"name": "c", "type": "custom", "properties": {"anything": "v"}}), open_defs, 1)
     assert rendered.components[0].workload["data"] == {"k": "v"}
-    closed = custom_defs("output: {apiVersion: v1, kind: ConfigMap}")
-    closed.components["custom"]["spec"]["schematic"]["jinja"]["parameters"] = {
-        "type": "object", "properties": {"known": {"type": "string"}}}
+    closed = custom_defs(CONFIGMAP + "parameter: close({known?: string})")
     with pytest.raises(RenderError) as err:
         render_app(app({"name": "c", "type": "custom", "properties": {"other": "v"}}), closed, 1)
-    assert (err.value.reason, err.value.field) == ("InvalidParameter", "other")
+    assert (err.value.reason, err.value.field) == ("InvalidParameter", "other"), str(err.value)
 
 
 def test_context_variables_and_namespace_default():
-    template = ("output:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata: {namespace: elsewhere}\n"
-                "  data: {rev: '{{ context.revision }}', app: '{{ context.appName }}/{{ context.appNamespace }}',"
-                " team: '{{ context.appLabels.team }}'}\n"
-                "outputs:\n  extra: {apiVersion: v1, kind: Secret, metadata: {name: s}}")
+    template = '''output: {
+    apiVersion: "v1", kind: "ConfigMap", metadata: namespace: "elsewhere"
+    data: {rev: context.appRevision, num: "\\(context.appRevisionNum)", app: "\\(context.appName)/\\(context.namespace)"
+        team: context.appLabels.team, comps: "\\(len(context.components))", cluster: context.cluster
+        minor: "\\(context.clusterVersion.minor)", hash: context.revision}
+}
+outputs: extra: {apiVersion: "v1", kind: "Secret", metadata: name: "s"}'''
     a = app({"name": "c", "type": "custom"})
     a["metadata"]["labels"] = {"team": "blue"}
-    comp = render_app(a, custom_defs(template), 4).components[0]
-    assert comp.workload["data"] == {"rev": "demo-v4", "app": "demo/team", "team": "blue"}
+    defs = custom_defs(template)
+    defs.cluster_version = {"major": "1", "minor": "29+", "gitVersion": "v1.29.2"}
+    comp = render_app(a, defs, 4).components[0]
+    data = comp.workload["data"]
+    assert {k: data[k] for k in ("rev", "num", "app", "team", "comps", "cluster", "minor")} == {
+        "rev": "demo-v4", "num": "4", "app": "demo/team", "team": "blue", "comps": "1", "cluster": "local",
+        "minor": "29"}
+    assert len(data["hash"]) == 16  # the component's own revision: a hash of its spec, as KubeVela's
     assert comp.workload["metadata"]["namespace"] == "elsewhere"  # only a default
     secret = comp.outputs[0]
     assert secret["metadata"]["namespace"] == "team" and secret["metadata"]["labels"][labels.APP_COMPONENT] == "c"
+
+
+def test_applies_to_workloads_and_conflicts_with():
+    defs = trait_defs("patch: {}")
+    defs.components["custom"]["spec"]["workload"] = {"definition": {"apiVersion": "v1", "kind": "ConfigMap"},
+                                                    "type": "configmaps"}
+    defs.traits["t"]["spec"]["appliesToWorkloads"] = ["deployments.apps"]
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1)
+    assert "cannot apply to component type" in str(err.value)
+    defs.traits["t"]["spec"]["appliesToWorkloads"] = ["configmaps"]
+    render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1)
+    defs.traits["u"] = {**defs.traits["t"], "metadata": {"name": "u"}, "spec": {
+        **defs.traits["t"]["spec"], "conflictsWith": ["t"]}}
+    with pytest.raises(RenderError) as err:
+        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}, {"type": "u"}]}), defs, 1)
+    assert 'conflicts with trait "t"' in str(err.value)
+
+
+def test_policy_definitions_validate_their_parameters():
+    defs = custom_defs(CONFIGMAP)
+    defs.policies["limits"] = {"kind": "PolicyDefinition", "metadata": {"name": "limits"}, "spec": {
+        "schematic": {"cue": {"template": "parameter: max: int & <10"}}}}
+    a = app({"name": "c", "type": "custom"})
+    a["spec"]["policies"] = [{"name": "p", "type": "limits", "properties": {"max": 3}}]
+    render_app(a, defs, 1)
+    a["spec"]["policies"][0]["properties"]["max"] = 30
+    with pytest.raises(RenderError) as err:
+        render_app(a, defs, 1)
+    assert err.value.field == "max" and 'policy definition "limits"' in str(err.value)
 
 
 def test_ref_objects_placeholder_and_validation(defs):
@@ -243,8 +311,8 @@ def test_ref_objects_placeholder_and_validation(defs):
     comp = render_app(app({"name": "r", "type": "ref-objects", "properties": props}), defs, 1).components[0]
     assert comp.workload == {"__refObjects__": props}
     with pytest.raises(RenderError) as err:
-        render_app(app({"name": "r", "type": "ref-objects", "properties": {"objects": [{"bogus": 1}]}}), defs, 1)
-    assert err.value.reason == "InvalidParameter" and "bogus" in str(err.value)
+        render_app(app({"name": "r", "type": "ref-objects", "properties": {"objects": "cfg"}}), defs, 1)
+    assert err.value.reason == "InvalidParameter" and err.value.field == "objects"
 
 
 def test_depends_on_and_duplicate_names(defs):
@@ -264,15 +332,15 @@ def test_webservice_service_only_for_exposed_ports(defs):
     assert comp.outputs == []
 
 
-def test_fingerprint_and_recompile_on_new_resource_version():
-    tdefs = custom_defs("output: {apiVersion: v1, kind: ConfigMap}")
+def test_fingerprint_and_render_again_on_new_resource_version():
+    tdefs = custom_defs(CONFIGMAP)
     before = tdefs.fingerprint()
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    size = template_cache_info()[0]
+    size = rendered_cache_info()[0]
     tdefs.components["custom"]["metadata"]["resourceVersion"] = "2"
     assert tdefs.fingerprint() != before
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    assert template_cache_info()[0] == size + 1  # a new resourceVersion compiles again
+    assert rendered_cache_info()[0] == size + 1  # a new definition generation renders again
 
 
 def test_unknown_container_name_is_an_invalid_parameter(defs):
@@ -280,5 +348,4 @@ def test_unknown_container_name_is_an_invalid_parameter(defs):
         render_app(app({"name": "w", "type": "worker", "properties": {"image": "busybox"},
                         "traits": [{"type": "command", "properties": {"containerName": "nope", "addArgs": ["-x"]}}]}),
                    defs, 1)
-    assert err.value.reason == "InvalidParameter" and err.value.field == "containerName"
-    assert 'no container named "nope"' in str(err.value)
+    assert err.value.reason == "InvalidParameter" and "nope" in str(err.value)

@@ -16,6 +16,10 @@ APPLICATION_REVISIONS = Resource(GROUP, VERSION, "applicationrevisions", "Applic
 RESOURCE_TRACKERS = Resource(GROUP, VERSION, "resourcetrackers", "ResourceTracker", namespaced=False)
 COMPONENT_DEFINITIONS = Resource(GROUP, VERSION, "componentdefinitions", "ComponentDefinition")
 TRAIT_DEFINITIONS = Resource(GROUP, VERSION, "traitdefinitions", "TraitDefinition")
+POLICY_DEFINITIONS = Resource(GROUP, VERSION, "policydefinitions", "PolicyDefinition")
+WORKFLOW_STEP_DEFINITIONS = Resource(GROUP, VERSION, "workflowstepdefinitions", "WorkflowStepDefinition")
+DEFINITION_RESOURCES = {r.kind: r for r in (COMPONENT_DEFINITIONS, TRAIT_DEFINITIONS, POLICY_DEFINITIONS,
+                                            WORKFLOW_STEP_DEFINITIONS)}
 
 _FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -80,6 +84,12 @@ CRDS: list[dict[str, Any]] = [
          "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
     _crd("traitdefinitions", "TraitDefinition", ["trait"], _DEFINITION_SCHEMA, columns=[
         {"name": "APPLIES-TO", "type": "string", "jsonPath": ".spec.appliesToWorkloads"},
+        {"name": "DESCRIPTION", "type": "string",
+         "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
+    _crd("policydefinitions", "PolicyDefinition", ["def-policy"], _DEFINITION_SCHEMA, columns=[
+        {"name": "DESCRIPTION", "type": "string",
+         "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
+    _crd("workflowstepdefinitions", "WorkflowStepDefinition", ["workflowstep"], _DEFINITION_SCHEMA, columns=[
         {"name": "DESCRIPTION", "type": "string",
          "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
 ]

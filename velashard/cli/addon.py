@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         addon = load_addon(args.name)
         if args.action == "enable":
-            objects = addon.render(parse_parameters(args.parameters, addon.schema))
+            objects = addon.render(parse_parameters(args.parameters, addon))
             if args.dry_run:
                 print(yaml.safe_dump_all(objects, sort_keys=False), end="")
                 return 0

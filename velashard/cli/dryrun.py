@@ -9,8 +9,10 @@ from typing import Any
 import yaml
 
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
-from velashard.cli.definitions import load_definitions
+from velashard.cli.definitions import load_definitions, read_definition_files
 from velashard.cli.usage import UsageError
+from velashard.core.defcheck import definition_problem
+from velashard.core.deffile import TYPES
 from velashard.core.policies import with_overrides
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
 
@@ -19,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--file", required=True, action="append",
                         help="application file ('-' for stdin); repeat for several")
     parser.add_argument("-d", "--definition", action="append", default=[],
-                        help="extra ComponentDefinition/TraitDefinition files, used over the others")
+                        help="definition files (.cue in the vela def format, or .yaml) or folders of them, used "
+                             "over the others; repeat for several")
     parser.add_argument("-n", "--namespace", default="default", help="namespace of apps that name none")
     parser.add_argument("--kubeconfig", help="read the definitions from this cluster")
     parser.add_argument("--offline", action="store_true",
@@ -43,20 +46,23 @@ def _documents(path: str) -> list[dict[str, Any]]:
 
 def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]]) -> Definitions:
     found = load_definitions(args.offline, args.kubeconfig, SYSTEM_NAMESPACE, "--offline") + extra
-    return Definitions.from_objects([d for d in found if d["kind"] == "ComponentDefinition"],
-                                    [d for d in found if d["kind"] == "TraitDefinition"])
+    return Definitions.from_objects(*[[d for d in found if d["kind"] == kind]
+                                      for kind in ("ComponentDefinition", "TraitDefinition", "PolicyDefinition")])
 
 
 def run(args: argparse.Namespace) -> int:
     docs = [doc for path in args.file for doc in _documents(path)]
-    extra = [doc for path in args.definition for doc in _documents(path)]
-    extra += [d for d in docs if d["kind"] in ("ComponentDefinition", "TraitDefinition")]
+    extra = read_definition_files(args.definition)
+    extra += [d for d in docs if d["kind"] in TYPES]
     apps = [d for d in docs if d["kind"] == "Application"]
     if not apps:
         raise UsageError(f"no Application ({API_VERSION}) in {', '.join(args.file)}")
     for d in extra:
         if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
             raise UsageError(f"a {d['kind']} has no metadata.name")
+        problem = definition_problem(d)
+        if problem and problem[0] != "Unsupported":
+            raise UsageError(f'{d["kind"]} "{d["metadata"]["name"]}": {problem[1]}')
     defs = _definitions(args, extra)
     out = []
     for app in apps:

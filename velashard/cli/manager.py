@@ -18,6 +18,7 @@ from velashard.apis.validation import is_valid_label_value
 from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
+from velashard.core.defstatus import DefinitionChecker
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
@@ -216,6 +217,8 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      shard_selector=selector,
                                                      cache_managed=args.cache_managed_resources,
                                                      resync_period=args.application_re_sync_period))
+    if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
+        DefinitionChecker(manager)
     if not args.enable_sharding:
         return
     # The load report rides on the shard's Lease, renewed every retry period.

@@ -1,5 +1,6 @@
-"""Addons: a directory with metadata.yaml, parameter.json (a JSON schema) and template.yaml.j2, rendered
-in the same sandbox as definitions into the objects that enable the addon (one Application here)."""
+"""Addons, as KubeVela lays them out: a directory with metadata.yaml, parameter.cue (the `parameter` schema) and
+template.cue (`output`, and optionally `outputs`: the objects that enable the addon, here one Application),
+evaluated by velashard's CUE evaluator."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from typing import Any
 import yaml
 
 import velashard
-from velashard.core.rendering import RenderError, _ENV, _validate_parameters
+from velashard.core.templates import plain
+from velashard.cue.api import Program, compile_sources
+from velashard.cue.errors import CueError
+from velashard.cue.evaluator import LIST, STRUCT, Vertex
+from velashard.cue.values import BasicType, Disj
 
 
 class AddonError(Exception):
@@ -26,21 +31,55 @@ def addons_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(velashard.__file__))), "addons")
 
 
+def _kind(arc: Vertex) -> str:
+    """What a `key=value` argument for this parameter is read as: array, integer, boolean or string."""
+    arc.expand()
+    if arc.kind == LIST:
+        return "array"
+    if arc.kind == STRUCT:
+        return "object"
+    scalar = arc.scalar
+    alts = [a for a, _ in scalar.alts] if type(scalar) is Disj else [scalar]
+    for alt in alts:
+        text = str(alt) if type(alt) is BasicType else type(alt).__name__
+        if "int" in text or "number" in text:
+            return "integer"
+        if "bool" in text:
+            return "boolean"
+    return "string"
+
+
 @dataclass
 class Addon:
     name: str
     path: str
     metadata: dict[str, Any]
-    schema: dict[str, Any]
+    program: Program
+
+    def parameters(self) -> dict[str, str]:
+        """Declared parameters and how their command-line values are read."""
+        value = self.program.evaluate({}).lookup("parameter")
+        if type(value) is not Vertex:
+            return {}
+        value.expand()
+        return {k: _kind(a) for k, a in value.arcs.items() if isinstance(k, str) and k[:1] not in "#_"}
 
     def render(self, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        known = self.parameters()
+        unknown = sorted(set(parameters) - set(known))
+        if unknown:
+            raise AddonError(f'addon "{self.name}": unknown parameter "{unknown[0]}" (known: {", ".join(known)})')
         try:
-            params = _validate_parameters(self.schema, parameters, f"addon {self.name}", None)
-            with open(os.path.join(self.path, "template.yaml.j2")) as fh:
-                text = _ENV.from_string(fh.read()).render(parameter=params)
-        except RenderError as err:
-            raise AddonError(str(err).replace('component "addon ', 'addon "', 1))
-        return [doc for doc in yaml.safe_load_all(text) if doc]
+            instance = self.program.evaluate({"parameter": parameters})
+            instance.export("parameter", check=False)
+            objects = [plain(instance.export("output", check=False))]
+            if instance.exists("outputs"):
+                objects.extend(plain(o) for o in (instance.export("outputs", check=False) or {}).values())
+        except CueError as err:
+            path = err.path[len("parameter."):] if err.path.startswith("parameter.") else err.path
+            raise AddonError(f'addon "{self.name}": {"parameter " + json.dumps(path) + ": " if path else ""}'
+                             f"{err.message}")
+        return objects
 
 
 def list_addons(directory: str | None = None) -> list[Addon]:
@@ -58,24 +97,31 @@ def load_addon(name: str, directory: str | None = None) -> Addon:
         raise AddonError(f'unknown addon "{name}" (available: {known})')
     with open(os.path.join(path, "metadata.yaml")) as fh:
         metadata = yaml.safe_load(fh) or {}
-    schema_path = os.path.join(path, "parameter.json")
-    schema = json.load(open(schema_path)) if os.path.isfile(schema_path) else {"type": "object"}
-    return Addon(name, path, metadata, schema)
+    sources = {}
+    for file in ("parameter.cue", "template.cue"):
+        if os.path.isfile(os.path.join(path, file)):
+            with open(os.path.join(path, file), encoding="utf-8") as fh:
+                sources[file] = fh.read()
+    try:
+        program = compile_sources(sources)
+    except CueError as err:
+        raise AddonError(f'addon "{name}" does not compile: {err}')
+    return Addon(name, path, metadata, program)
 
 
-def parse_parameters(pairs: list[str], schema: dict[str, Any]) -> dict[str, Any]:
-    """`key=value` arguments, typed by the schema (integers, booleans, comma-separated arrays)."""
+def parse_parameters(pairs: list[str], addon: Addon) -> dict[str, Any]:
+    """`key=value` arguments, typed by the addon's parameters (integers, booleans, comma-separated arrays)."""
+    kinds = addon.parameters()
     out: dict[str, Any] = {}
-    props = schema.get("properties") or {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise AddonError(f"parameter {pair!r}: expected key=value")
-        kind = (props.get(key) or {}).get("type")
+        kind = kinds.get(key, "string")
         try:
             if kind == "array":
                 out[key] = [v for v in raw.split(",") if v]
-            elif kind in ("integer", "number", "boolean"):
+            elif kind in ("integer", "boolean", "object"):
                 out[key] = yaml.safe_load(raw)
             else:
                 out[key] = raw

@@ -1,32 +1,29 @@
-"""The built-in component and trait definitions installed into vela-system by `velashard install`."""
+"""The built-in definitions installed into vela-system by `velashard install`: the `vela def` files in
+velashard/definitions/ (data, not code)."""
 
 from __future__ import annotations
 
 import copy
+import functools
+import os
 from typing import Any
 
-from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
-from velashard.core.catalog.components import COMPONENTS
-from velashard.core.catalog.traits import TRAITS
+from velashard.core.deffile import parse_def_file
+
+DEFINITIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "definitions")
+_ORDER = {"ComponentDefinition": 0, "TraitDefinition": 1, "PolicyDefinition": 2, "WorkflowStepDefinition": 3}
 
 
-def _definition(kind: str, entry: dict[str, Any]) -> dict[str, Any]:
-    jinja: dict[str, Any] = {"template": entry["template"], "parameters": copy.deepcopy(entry["parameters"])}
-    for key in ("patchType", "refObjects"):
-        if key in entry:
-            jinja[key] = entry[key]
-    spec: dict[str, Any] = {"schematic": {"jinja": jinja}}
-    if entry.get("workload"):
-        group_version, _, wkind = entry["workload"].rpartition("/")
-        spec["workload"] = {"definition": {"apiVersion": group_version, "kind": wkind}}
-    if entry.get("health"):
-        spec["status"] = {"healthPolicy": entry["health"]}
-    return {"apiVersion": API_VERSION, "kind": kind,
-            "metadata": {"name": entry["name"], "namespace": SYSTEM_NAMESPACE,
-                         "annotations": {"definition.oam.dev/description": entry["description"]}},
-            "spec": spec}
+@functools.lru_cache(maxsize=4)
+def _load(directory: str) -> tuple[dict[str, Any], ...]:
+    found = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".cue"):
+            with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                found.append(parse_def_file(fh.read(), name))
+    return tuple(sorted(found, key=lambda d: (_ORDER[d["kind"]], d["metadata"]["name"])))
 
 
-def builtin_definitions() -> list[dict[str, Any]]:
-    return ([_definition("ComponentDefinition", c) for c in COMPONENTS]
-            + [_definition("TraitDefinition", t) for t in TRAITS])
+def builtin_definitions(directory: str = DEFINITIONS_DIR) -> list[dict[str, Any]]:
+    """Component definitions first, then traits, then policies; fresh copies (callers may change them)."""
+    return copy.deepcopy(list(_load(directory)))

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from velashard.apis import labels
-from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, RESOURCE_TRACKERS,
+from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
+                                RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
 from velashard.core.managed import ManagedCaches
@@ -89,6 +90,7 @@ class ApplicationController:
         self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, transform=compact)
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
+        self.policy_defs = manager.informer(POLICY_DEFINITIONS)
         self.controller = Controller("application", self._reconcile, options.workers)
         self.managed: ManagedCaches | None = None
         if options.cache_managed:
@@ -112,12 +114,15 @@ class ApplicationController:
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=app_changed)
         self.controller.watch(self.revisions, to_keys=app_key, predicate=lambda old, new: old is None)
-        for informer in (self.component_defs, self.trait_defs):
-            self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys())
+        for informer in (self.component_defs, self.trait_defs, self.policy_defs):
+            # a definition's status (its TemplateValid condition) changes nothing an app renders
+            self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys(),
+                                  predicate=lambda old, new: old is None or old.get("spec") != new.get("spec"))
         manager.add_controller(self.controller)
 
     def definitions(self) -> Definitions:
-        return Definitions.from_objects(self.component_defs.store.list(), self.trait_defs.store.list())
+        return Definitions.from_objects(self.component_defs.store.list(), self.trait_defs.store.list(),
+                                        self.policy_defs.store.list(), self.discovery.server_version())
 
     def reconcile(self, key: str) -> Result | None:
         return self.controller.reconcile(key)

@@ -1,13 +1,21 @@
-"""Health of rendered resources and components from their observed state: built-in rules per kind, or a
-definition's health policy."""
+"""Health of rendered resources, components and traits from their observed state: a definition's
+`status.healthPolicy` (`isHealth`) and `status.customStatus` (`message`) in CUE, evaluated as KubeVela does over
+the live objects, or built-in rules per kind where a definition has no health policy."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 from typing import Any
 
-from jinja2 import TemplateError
+from cachetools import LRUCache
 
-from velashard.core.expressions import compiled
+from velashard.core.templates import compile_template, plain
+from velashard.cue.errors import CueError
+
+_RESULTS: LRUCache = LRUCache(maxsize=4096)
+_LOCK = threading.Lock()
 
 
 def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
@@ -40,28 +48,98 @@ def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
     return True, "Exists"
 
 
-def policy_health(expression: str, live: dict[str, Any]) -> tuple[bool, str]:
-    """A definition's health policy: a sandboxed Jinja expression over `context.output` (the live workload)."""
-    try:
-        healthy = compiled(expression)(context={"output": live})
-    except (TemplateError, TypeError, ValueError, AttributeError, KeyError) as err:
-        return False, f"health policy failed: {err}"
-    return bool(healthy), "healthy by policy" if healthy else "unhealthy by policy"
+def _version(obj: dict[str, Any] | None) -> Any:
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    if meta.get("uid") and meta.get("resourceVersion"):
+        return meta["uid"], meta["resourceVersion"]
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _evaluate(text: str, expression: str, context: dict[str, Any], parameter: dict[str, Any]) -> Any:
+    """One status program's `isHealth` or `message`; CueError when it cannot be evaluated."""
+    program = compile_template(text, "status.cue")
+    instance = program.evaluate({"context": context, "parameter": parameter})
+    if not instance.exists(expression):
+        return None
+    return plain(instance.export(expression, check=False))
+
+
+def _cached(key: Any, compute: Any) -> Any:
+    with _LOCK:
+        if key in _RESULTS:
+            return _RESULTS[key]
+    value = compute()
+    with _LOCK:
+        _RESULTS[key] = value
+    return value
+
+
+def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str], live: dict[str, Any] | None,
+                      live_outputs: dict[str, dict[str, Any] | None], parameter: dict[str, Any]
+                      ) -> tuple[bool | None, str | None]:
+    """(isHealth, message) of a definition's status programs over the live objects (None where the definition
+    has no such program). `names`: name, appName, appRevision of the context."""
+    spec = status_spec or {}
+    policy, custom = spec.get("healthPolicy"), spec.get("customStatus")
+    if not policy and not custom:
+        return None, None
+    key = (hashlib.sha256(f"{policy}\0{custom}".encode()).digest(), tuple(sorted(names.items())), _version(live),
+           tuple(sorted((k, _version(v)) for k, v in live_outputs.items())),
+           json.dumps(parameter, sort_keys=True, default=str))
+
+    def compute() -> tuple[bool | None, str | None]:
+        context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
+        if live is not None:
+            context["output"] = live
+        present = {k: v for k, v in live_outputs.items() if v is not None}
+        if present:
+            context["outputs"] = present
+        healthy: bool | None = None
+        message: str | None = None
+        if policy:
+            try:
+                value = _evaluate(policy, "isHealth", context, parameter)
+                healthy = value if isinstance(value, bool) else False
+            except CueError as err:
+                healthy, message = False, f"health policy: {err.path + ': ' if err.path else ''}{err.message}"
+        if custom:
+            context["status"] = {"healthy": bool(healthy) if healthy is not None else True}
+            try:
+                value = _evaluate(custom, "message", context, parameter)
+                if value is not None:
+                    message = str(value)
+            except CueError as err:
+                message = message or f"custom status: {err.path + ': ' if err.path else ''}{err.message}"
+        return healthy, message
+
+    return _cached(key, compute)
 
 
 def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], live: list[dict[str, Any] | None],
-                     policy: str | None) -> tuple[bool, str]:
+                     status_spec: dict[str, Any] | None = None, names: dict[str, str] | None = None,
+                     parameter: dict[str, Any] | None = None) -> tuple[bool, str]:
     """A component's health from its rendered objects and their live counterparts (same order): the workload by
-    its definition's health policy when there is one, everything else by the built-in rules. The message
-    names the workload's state and every unhealthy object's."""
+    its definition's status programs when it has them, everything else by the built-in rules. The message is
+    the definition's custom status, or names the workload's state and every unhealthy object's."""
+    observed = dict(zip(map(id, objects), live))
+    live_workload = observed.get(id(workload))
+    outputs = {(o["metadata"].get("labels") or {}).get("trait.oam.dev/resource", o["metadata"]["name"]):
+               observed.get(id(o)) for o in objects if o is not workload}
+    policy_ok, custom = (None, None)
+    if live_workload is not None:
+        policy_ok, custom = definition_status(status_spec, names or {}, live_workload, outputs, parameter or {})
     messages = []
     healthy = True
-    for obj, observed in zip(objects, live):
-        if obj is workload and policy and observed is not None:
-            ok, message = policy_health(policy, observed)
+    for obj, seen in zip(objects, live):
+        if obj is workload and policy_ok is not None:
+            ok, message = policy_ok, custom or ("healthy" if policy_ok else "unhealthy by its health policy")
         else:
-            ok, message = resource_health(observed)
+            ok, message = resource_health(seen)
         healthy = healthy and ok
         if obj is workload or not ok:
             messages.append(message)
-    return healthy, "; ".join(messages)
+    if custom is not None and policy_ok is None:
+        messages[0] = custom
+    return healthy, "; ".join(m for m in messages if m)

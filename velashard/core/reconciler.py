@@ -18,7 +18,7 @@ from velashard.core import status as app_status
 from velashard.core.apply import Applier
 from velashard.core.context import ReconcileContext
 from velashard.core.events import timestamp
-from velashard.core.health import component_health, resource_health
+from velashard.core.health import component_health, definition_status, resource_health
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
 from velashard.core.resourcepolicies import gc_strategy
@@ -186,17 +186,32 @@ class ApplicationReconciler:
             return True  # an invalid workflow may once have been valid: look
 
     def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
-        """A trait is healthy when every object it produced is (by the built-in rules)."""
+        """A trait is healthy by its definition's health policy over its outputs when it has one, else when
+        every object it produced is (by the built-in rules)."""
         outputs = [o for o in comp.outputs if ((o["metadata"].get("labels") or {}).get(labels.TRAIT_TYPE) == trait)]
-        results = [resource_health(self.applier.live_of(ctx, o)) for o in outputs]
-        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in zip(outputs, results) if not ok]
-        return not bad, "; ".join(bad)
+        live = [self.applier.live_of(ctx, o) for o in outputs]
+        definition = ctx.definitions.traits.get(trait) or {}
+        healthy, message = definition_status(
+            (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
+            self.applier.live_of(ctx, comp.workload),
+            {(o["metadata"].get("labels") or {}).get(labels.TRAIT_RESOURCE, ""): obj for o, obj in zip(outputs, live)},
+            comp.trait_properties.get(trait) or {})
+        if healthy is not None:
+            return healthy, message or ""
+        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in
+               zip(outputs, map(resource_health, live)) if not ok]
+        return not bad, message or "; ".join(bad)
+
+    @staticmethod
+    def _names(ctx: ReconcileContext, comp: RenderedComponent) -> dict[str, str]:
+        return {"name": comp.name, "appName": ctx.name,
+                "appRevision": (comp.workload["metadata"].get("labels") or {}).get(labels.APP_REVISION, "")}
 
     def health(self, ctx: ReconcileContext, comp: RenderedComponent) -> tuple[bool, str]:
         definition = self.component_definition(comp.type) or {}
-        policy = ((definition.get("spec") or {}).get("status") or {}).get("healthPolicy")
         return component_health(comp.objects, comp.workload, [self.applier.live_of(ctx, o) for o in comp.objects],
-                                policy)
+                                (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
+                                comp.properties)
 
     def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
                      conditions: list[dict[str, Any]]) -> bool:

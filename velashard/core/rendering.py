@@ -1,42 +1,36 @@
-"""Rendering an Application into Kubernetes objects from its component and trait definitions.
+"""Rendering an Application into Kubernetes objects from its component, trait and policy definitions.
 
-Definitions carry templates in a sandboxed language (Jinja2's SandboxedEnvironment producing YAML)
-under `spec.schematic.jinja` ({template, parameters: JSON schema, patchType for traits}), or
-KubeVela's CUE-free `spec.schematic.kube` ({template: literal object, parameters: [{name, type,
-fieldPaths, required, default}]}) for components. Pure functions over plain data.
+Definitions carry KubeVela's schematics: `spec.schematic.cue.template` (a CUE template evaluated with the
+component's properties as `parameter` and KubeVela's `context`), or `spec.schematic.kube` ({template: literal
+object, parameters: [{name, type, fieldPaths, required, default}]}) for components. A component's template
+gives `output` (the workload) and `outputs` (auxiliary objects); each trait, in order, sees the workload and
+outputs rendered so far as `context.output`/`context.outputs` and gives `patch` (merged into the workload by
+KubeVela's rules), `patchOutputs`, `outputs` and `errs`. Pure functions over plain data; a rendered component is
+cached by (definition generations, component, app context) so that a re-sync evaluates nothing.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-import yaml
 from cachetools import LRUCache
-from jinja2 import StrictUndefined, TemplateError as JinjaTemplateError
-from jinja2.sandbox import SandboxedEnvironment
 
 from velashard.apis import labels
-from velashard.core.catalog.podparts import GLOBALS as POD_PARTS
-from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
-
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-_ENV.filters["toyaml"] = lambda v: yaml.safe_dump(v, default_flow_style=True, width=10**9).strip().removesuffix(
-    "\n...").removesuffix("...").strip()
-_ENV.filters["zip_env"] = lambda pair: {"name": pair[0], "value": pair[1]}
-_ENV.globals["dict"] = dict
-_ENV.globals["drop_args"] = lambda args, drop: [
-    a for a in args if a not in drop and not any(d.endswith(("=", "-")) and a.startswith(d) for d in drop)]
-_ENV.globals["pick"] = lambda mapping, *keys: {k: mapping[k] for k in keys if k in mapping}
-_ENV.globals.update(POD_PARTS)
-_TEMPLATES: LRUCache = LRUCache(maxsize=512)
-_TEMPLATES_LOCK = threading.Lock()
+from velashard.core.templates import app_context, compile_template, component_revision, plain
+from velashard.cue.errors import CueError
+from velashard.patch import PatchError
+from velashard.patch.trait_patch import apply_trait_patch
 
 REF_OBJECTS = "__refObjects__"
+REF_OBJECTS_TYPE = "ref-objects"  # KubeVela reads the objects this component type names itself
+_RENDERED: LRUCache = LRUCache(maxsize=4096)
+_RENDERED_LOCK = threading.Lock()
 
 
 class RenderError(Exception):
@@ -58,14 +52,20 @@ class Definitions:
 
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     traits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cluster_version: dict[str, Any] | None = None
 
     @classmethod
-    def from_objects(cls, components: list[dict[str, Any]], traits: list[dict[str, Any]]) -> "Definitions":
-        return cls({d["metadata"]["name"]: d for d in components}, {d["metadata"]["name"]: d for d in traits})
+    def from_objects(cls, components: list[dict[str, Any]], traits: list[dict[str, Any]],
+                     policies: list[dict[str, Any]] = (), cluster_version: dict[str, Any] | None = None
+                     ) -> "Definitions":
+        return cls({d["metadata"]["name"]: d for d in components}, {d["metadata"]["name"]: d for d in traits},
+                   {d["metadata"]["name"]: d for d in policies}, cluster_version)
 
     def fingerprint(self) -> str:
         parts = sorted(f'{kind}/{n}@{d["metadata"].get("uid", "")}:{d["metadata"].get("resourceVersion", "")}'
-                       for kind, table in (("c", self.components), ("t", self.traits)) for n, d in table.items())
+                       for kind, table in (("c", self.components), ("t", self.traits), ("p", self.policies))
+                       for n, d in table.items())
         return ",".join(parts)
 
 
@@ -79,6 +79,8 @@ class RenderedComponent:
     depends_on: list[str]
     # ref-objects components wait for the controller to read the referenced objects
     pending_spec: dict[str, Any] | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    trait_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -90,81 +92,58 @@ class RenderedApp:
     components: list[RenderedComponent]
 
 
-def _compiled(definition: dict[str, Any], template: str) -> Any:
+def _identity(definition: dict[str, Any]) -> str:
     meta = definition["metadata"]
-    key = (meta.get("uid") or meta["name"], meta.get("resourceVersion", ""), template)
-    with _TEMPLATES_LOCK:  # an LRU cache reorders itself on reads: workers share it
-        compiled = _TEMPLATES.get(key)
-    if compiled is None:
-        compiled = _ENV.from_string(template)
-        with _TEMPLATES_LOCK:
-            _TEMPLATES[key] = compiled
-    return compiled
+    return f'{meta.get("uid") or meta["name"]}:{meta.get("resourceVersion", "")}:{meta.get("generation", "")}'
 
 
-def template_cache_info() -> tuple[int, int]:
-    return len(_TEMPLATES), _TEMPLATES.maxsize
+def cue_template(definition: dict[str, Any]) -> str | None:
+    return (((definition.get("spec") or {}).get("schematic") or {}).get("cue") or {}).get("template")
 
 
-def _with_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Fill `default`s from the schema, in nested objects and array items too."""
-    if isinstance(value, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if not isinstance(sub, dict):
-                continue
-            if name not in value and "default" in sub:
-                value[name] = copy.deepcopy(sub["default"])
-            if name in value:
-                value[name] = _with_defaults(sub, value[name])
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_with_defaults(schema["items"], item) for item in value]
-    return value
+def _definition_kind(definition: dict[str, Any]) -> str:
+    return {"ComponentDefinition": "component", "TraitDefinition": "trait",
+            "PolicyDefinition": "policy"}.get(definition.get("kind", ""), "definition")
 
 
-def _validate_parameters(schema: dict[str, Any] | None, properties: Any, component: str,
-                         trait: str | None) -> dict[str, Any]:
-    """Apply defaults and validate against the definition's JSON schema; unknown parameters are errors."""
-    if properties is None:
-        properties = {}
-    if not isinstance(properties, dict):
-        raise RenderError("InvalidParameter", "properties must be an object", component, trait, "properties")
-    schema = copy.deepcopy(schema or {"type": "object", "additionalProperties": True})
-    schema.setdefault("type", "object")
-    schema.setdefault("additionalProperties", False)
-    params = _with_defaults(schema, copy.deepcopy(properties))
+def _cue_error(err: CueError, definition: dict[str, Any], component: str, trait: str | None) -> RenderError:
+    """A CUE error as the Rendered condition shows it: the definition, the field and CUE's message."""
+    name = f'{_definition_kind(definition)} definition "{definition["metadata"]["name"]}"'
+    path = err.path or ""
+    where = "; ".join(str(p) for p in err.positions[:2])
+    if path == "parameter" or path.startswith("parameter."):
+        param = path[len("parameter."):] or "properties"
+        missing = err.kind == "incomplete" and param != "properties"
+        message = (f'{name}: parameter "{param}" is required' + (f" ({err.message})" if err.message else "")
+                   if missing else f'{name}: parameter "{param}": {err.message}')
+        return RenderError("InvalidParameter", message, component, trait, param)
+    if err.kind == "syntax":
+        return RenderError("TemplateError", f"{name}: the template does not compile: {err.message} at {where}",
+                           component, trait)
+    detail = f"{path}: {err.message}" if path else err.message
+    return RenderError("TemplateError", f"{name}: {detail}" + (f" ({where})" if where else ""), component, trait,
+                       path or None)
+
+
+def _evaluate(definition: dict[str, Any], parameter: Any, context: dict[str, Any], component: str,
+              trait: str | None) -> Any:
+    template = cue_template(definition)
     try:
-        validator = jsonschema.Draft7Validator(schema)
-        errors = sorted(validator.iter_errors(params), key=lambda e: list(e.path))
-    except jsonschema.SchemaError as err:
-        raise RenderError("TemplateError", f"the definition's parameter schema is invalid: {err.message}",
-                          component, trait)
-    if errors:
-        err = errors[0]
-        path = ".".join(str(p) for p in err.path)
-        if err.validator == "additionalProperties":
-            unknown = re.findall(r"'([^']+)'", err.message)
-            name = unknown[0] if unknown else path
-            raise RenderError("InvalidParameter", f'unknown parameter "{name}"', component, trait, name)
-        if err.validator == "required":
-            missing = re.findall(r"'([^']+)'", err.message)
-            path = ".".join(filter(None, [path, missing[0] if missing else ""]))
-        raise RenderError("InvalidParameter", f'parameter "{path or "properties"}": {err.message}', component, trait,
-                          path or "properties")
-    return params
+        program = compile_template(template or "", f'{definition["metadata"]["name"]}.cue')
+        # no properties are an empty struct, as KubeVela gives a component (`parameter: {}`)
+        instance = program.evaluate({"parameter": {} if parameter is None else parameter, "context": context})
+        if instance.exists("parameter"):
+            instance.export("parameter", check=False)  # a parameter error is the user's: say so first
+    except CueError as err:
+        raise _cue_error(err, definition, component, trait) from None
+    return instance
 
 
-def _render_template(definition: dict[str, Any], template: str, variables: dict[str, Any], component: str,
-                     trait: str | None) -> dict[str, Any]:
+def _export(instance: Any, expression: str, definition: dict[str, Any], component: str, trait: str | None) -> Any:
     try:
-        text = _compiled(definition, template).render(**variables)
-        result = yaml.safe_load(text) or {}
-    except JinjaTemplateError as err:
-        raise RenderError("TemplateError", f"template error: {err}", component, trait)
-    except yaml.YAMLError as err:
-        raise RenderError("TemplateError", f"template did not produce valid YAML: {err}", component, trait)
-    if not isinstance(result, dict):
-        raise RenderError("TemplateError", "template must produce a mapping", component, trait)
-    return result
+        return plain(instance.export(expression, check=False))
+    except CueError as err:
+        raise _cue_error(err, definition, component, trait) from None
 
 
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
@@ -189,28 +168,29 @@ def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
                 node = node[idx]
 
 
-def _kube_schematic(definition: dict[str, Any], schematic: dict[str, Any], properties: dict[str, Any],
-                    component: str) -> dict[str, Any]:
-    params = schematic.get("parameters") or []
-    schema = {"type": "object", "additionalProperties": False, "required": [p["name"] for p in params
-                                                                           if p.get("required")],
-              "properties": {p["name"]: {k: v for k, v in (("type", p.get("type")), ("default", p.get("default")))
-                                         if v is not None} for p in params}}
-    values = _validate_parameters(schema, properties, component, None)
+_KUBE_TYPES = {"string": str, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+
+
+def _kube_schematic(schematic: dict[str, Any], properties: dict[str, Any], component: str) -> dict[str, Any]:
+    """KubeVela's CUE-free schematic: parameters set fields of a literal object by their paths."""
+    params = {p["name"]: p for p in schematic.get("parameters") or []}
+    for name, value in properties.items():
+        if name not in params:
+            raise RenderError("InvalidParameter", f'unknown parameter "{name}"', component, field=name)
+        want = _KUBE_TYPES.get(params[name].get("type", "string"))
+        if want and not isinstance(value, want) or isinstance(value, bool) and want == (int, float):
+            raise RenderError("InvalidParameter", f'parameter "{name}" must be a {params[name].get("type")}',
+                              component, field=name)
     workload = copy.deepcopy(schematic.get("template") or {})
-    for p in params:
-        if p["name"] in values:
-            for path in p.get("fieldPaths") or []:
-                _set_path(workload, path, values[p["name"]])
-    return {"output": workload}
-
-
-def _context(app: dict[str, Any], component: str, revision: int) -> dict[str, Any]:
-    meta = app["metadata"]
-    return {"appName": meta["name"], "appNamespace": meta.get("namespace", "default"), "name": component,
-            "namespace": meta.get("namespace", "default"), "revision": f'{meta["name"]}-v{revision}',
-            "appRevision": f'{meta["name"]}-v{revision}', "appLabels": dict(meta.get("labels") or {}),
-            "appAnnotations": dict(meta.get("annotations") or {})}
+    for name, p in params.items():
+        value = properties.get(name, p.get("default"))
+        if value is None:
+            if p.get("required"):
+                raise RenderError("InvalidParameter", f'parameter "{name}" is required', component, field=name)
+            continue
+        for path in p.get("fieldPaths") or []:
+            _set_path(workload, path, copy.deepcopy(value))
+    return workload
 
 
 def _marked(obj: dict[str, Any], marks: dict[str, str]) -> dict[str, Any]:
@@ -237,62 +217,152 @@ def _finish(obj: Any, app: dict[str, Any], component: str, where: str) -> dict[s
     return obj
 
 
+def _properties(value: Any, component: str, trait: str | None = None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RenderError("InvalidParameter", "properties must be an object", component, trait, "properties")
+    return value
+
+
+def _cache_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> bytes:
+    meta = app["metadata"]
+    used = [defs.components.get(spec.get("type", ""))] + [defs.traits.get(t.get("type", "")) if isinstance(t, dict)
+                                                          else None for t in spec.get("traits") or []]
+    text = json.dumps([spec, (app.get("spec") or {}).get("components"), meta.get("name"), meta.get("namespace"),
+                       meta.get("labels"), meta.get("annotations"), revision, defs.cluster_version,
+                       [_identity(d) if d else None for d in used]], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).digest()
+
+
 def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> RenderedComponent:
+    key = _cache_key(app, spec, defs, revision)
+    with _RENDERED_LOCK:
+        cached = _RENDERED.get(key)
+    if cached is None:
+        cached = copy.deepcopy(_render_component(app, spec, defs, revision))
+        with _RENDERED_LOCK:
+            _RENDERED[key] = cached
+    return copy.deepcopy(cached)
+
+
+def rendered_cache_info() -> tuple[int, int]:
+    return len(_RENDERED), _RENDERED.maxsize
+
+
+def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions,
+                      revision: int) -> RenderedComponent:
     name, ctype = spec.get("name", ""), spec.get("type", "")
     definition = defs.components.get(ctype)
     if definition is None:
         raise RenderError("UnknownType", f'unknown component type "{ctype}"', name, field="type")
+    properties = _properties(spec.get("properties"), name)
     schematic = (definition.get("spec") or {}).get("schematic") or {}
-    context = _context(app, name, revision)
+    context = {**app_context(app, revision, defs.cluster_version), "name": name,
+               "revision": component_revision(spec)}
+    if spec.get("properties") is not None:
+        context["parameter"] = properties
     if "kube" in schematic:
-        result = _kube_schematic(definition, schematic["kube"], spec.get("properties") or {}, name)
-    elif "jinja" in schematic:
-        jinja = schematic["jinja"]
-        params = _validate_parameters(jinja.get("parameters"), spec.get("properties"), name, None)
-        if jinja.get("refObjects"):
-            for trait in spec.get("traits") or []:
-                if trait.get("type") not in defs.traits:
-                    raise RenderError("UnknownType", f'unknown trait type "{trait.get("type")}"', name,
-                                      trait.get("type"), "type")
-            return RenderedComponent(name, ctype, {REF_OBJECTS: params}, [], [], list(spec.get("dependsOn") or []),
-                                     pending_spec=spec)
-        result = _render_template(definition, jinja.get("template", ""), {"parameter": params, "context": context},
-                                  name, None)
+        output, outputs = _kube_schematic(schematic["kube"], properties, name), []
+    elif "cue" in schematic:
+        instance = _evaluate(definition, properties, context, name, None)
+        if ctype == REF_OBJECTS_TYPE:
+            _check_trait_types(spec, defs)
+            return RenderedComponent(name, ctype, {REF_OBJECTS: _export(instance, "parameter", definition, name,
+                                                                        None)},
+                                     [], [], list(spec.get("dependsOn") or []), pending_spec=spec,
+                                     properties=properties)
+        if not instance.exists("output"):
+            raise RenderError("TemplateError", f'component definition "{ctype}": the template has no output', name)
+        output = _export(instance, "output", definition, name, None)
+        outputs = list((_export(instance, "outputs", definition, name, None) if instance.exists("outputs")
+                        else {}).items())
     else:
-        raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (jinja or kube)', name)
-    if "output" not in result:
-        raise RenderError("TemplateError", "component template produced no output", name)
-    return _with_traits(app, spec, result["output"], list((result.get("outputs") or {}).items()), defs, revision)
+        raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (cue or kube)', name)
+    return _with_traits(app, spec, output, outputs, defs, revision, context)
+
+
+def _check_trait_types(spec: dict[str, Any], defs: Definitions) -> None:
+    for trait in spec.get("traits") or []:
+        if trait.get("type") not in defs.traits:
+            raise RenderError("UnknownType", f'unknown trait type "{trait.get("type")}"', spec.get("name", ""),
+                              trait.get("type"), "type")
 
 
 def complete_ref_objects(app: dict[str, Any], comp: RenderedComponent, objects: list[dict[str, Any]],
                          defs: Definitions, revision: int) -> RenderedComponent:
     """Finish a ref-objects component once its objects were read: the first is the workload."""
     assert comp.pending_spec is not None
-    outputs = [(f"ref-{i}", o) for i, o in enumerate(objects[1:], 1)]
-    return _with_traits(app, comp.pending_spec, objects[0], outputs, defs, revision)
+    spec = comp.pending_spec
+    outputs = [(f"objects-{i}", o) for i, o in enumerate(objects[1:], 1)]
+    context = {**app_context(app, revision, defs.cluster_version), "name": spec.get("name", ""),
+               "revision": component_revision(spec), "parameter": comp.properties}
+    return _with_traits(app, spec, objects[0], outputs, defs, revision, context)
+
+
+def _workload_types(definition: dict[str, Any], ctype: str) -> set[str]:
+    """The names a trait's appliesToWorkloads may use for a component: its type, its workload type
+    (deployments.apps) and apiVersion/kind forms."""
+    workload = (definition.get("spec") or {}).get("workload") or {}
+    names = {ctype}
+    if workload.get("type"):
+        names.add(workload["type"])
+    gvk = workload.get("definition") or {}
+    if gvk.get("kind"):
+        group = gvk.get("apiVersion", "").rpartition("/")[0]
+        plural = gvk["kind"].lower() + ("es" if gvk["kind"].lower().endswith("s") else "s")
+        names.update({f"{plural}.{group}" if group else plural, f'{gvk.get("apiVersion")}.{gvk["kind"]}'})
+    return names
+
+
+def _check_applies(trait_def: dict[str, Any], comp_def: dict[str, Any] | None, spec: dict[str, Any],
+                   ttype: str) -> None:
+    name, ctype = spec.get("name", ""), spec.get("type", "")
+    tspec = trait_def.get("spec") or {}
+    applies = tspec.get("appliesToWorkloads") or []
+    workload_type = ((comp_def or {}).get("spec") or {}).get("workload", {}).get("type", "")
+    if applies and "*" not in applies and workload_type != "autodetects.core.oam.dev" and comp_def is not None:
+        names = _workload_types(comp_def, ctype)
+        if not names & set(applies):
+            raise RenderError("InvalidParameter", f'trait "{ttype}" cannot apply to component type "{ctype}" '
+                              f'(it applies to {", ".join(applies)})', name, ttype, "type")
+    conflicts = set(tspec.get("conflictsWith") or []) & {t.get("type") for t in spec.get("traits") or []}
+    if conflicts:
+        raise RenderError("InvalidParameter", f'trait "{ttype}" conflicts with trait "{sorted(conflicts)[0]}" '
+                          "(conflictsWith)", name, ttype, "type")
 
 
 def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
-                 defs: Definitions, revision: int) -> RenderedComponent:
+                 defs: Definitions, revision: int, context: dict[str, Any]) -> RenderedComponent:
     name = spec.get("name", "")
     app_revision = f'{app["metadata"]["name"]}-v{revision}'
     workload = _finish(output, app, name, "output")
-    rendered_outputs = [_marked(_finish(o, app, name, f"outputs.{k}"), _output_marks("AuxiliaryWorkload", k,
-                                                                                     app_revision))
-                        for k, o in outputs]
+    rendered = [(k, "AuxiliaryWorkload", _finish(o, app, name, f"outputs.{k}")) for k, o in outputs]
     trait_types = []
+    trait_properties = {}
+    comp_def = defs.components.get(spec.get("type", ""))
     for trait in spec.get("traits") or []:
-        workload, extra = _apply_trait(app, trait, workload, defs, name, revision)
-        rendered_outputs.extend(_marked(o, _output_marks(trait.get("type", ""), key, app_revision))
-                                for key, o in extra)
-        trait_types.append(trait.get("type", ""))
+        ttype = trait.get("type", "") if isinstance(trait, dict) else ""
+        definition = defs.traits.get(ttype)
+        if definition is None:
+            raise RenderError("UnknownType", f'unknown trait type "{ttype}"', name, ttype, "type")
+        _check_applies(definition, comp_def, spec, ttype)
+        props = _properties(trait.get("properties"), name, ttype)
+        trait_context = {**context, "output": workload, "componentType": spec.get("type", "")}
+        if rendered:
+            trait_context["outputs"] = {k: o for k, _, o in rendered}
+        workload, rendered = _apply_trait(app, definition, trait.get("properties"), trait_context, workload,
+                                          rendered, name, ttype)
+        trait_types.append(ttype)
+        trait_properties[ttype] = props
     # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
     workload = _marked(_finish(workload, app, name, "output"), {labels.RESOURCE_TYPE: "WORKLOAD",
                                                                 labels.WORKLOAD_TYPE: spec.get("type", ""),
                                                                 labels.APP_REVISION: app_revision})
-    return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(rendered_outputs), trait_types,
-                             list(spec.get("dependsOn") or []))
+    marked = [_marked(o, _output_marks(source, key, app_revision)) for key, source, o in rendered]
+    return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(marked), trait_types,
+                             list(spec.get("dependsOn") or []), properties=context.get("parameter") or {},
+                             trait_properties=trait_properties)
 
 
 def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -306,40 +376,41 @@ def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(by_key.values())
 
 
-def _apply_trait(app: dict[str, Any], trait: dict[str, Any], workload: dict[str, Any], defs: Definitions,
-                 component: str, revision: int) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
-    ttype = trait.get("type", "")
-    definition = defs.traits.get(ttype)
-    if definition is None:
-        raise RenderError("UnknownType", f'unknown trait type "{ttype}"', component, ttype, "type")
-    jinja = ((definition.get("spec") or {}).get("schematic") or {}).get("jinja") or {}
-    params = _validate_parameters(jinja.get("parameters"), trait.get("properties"), component, ttype)
-    target = params.get("containerName")
-    if target:  # KubeVela's default "" means the first container
-        names = [c.get("name") for c in (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-            "containers") or [] if isinstance(c, dict)]
-        if target not in names:
-            raise RenderError("InvalidParameter", f'parameter "containerName": no container named "{target}" in the '
-                              f'workload (containers: {", ".join(map(str, names)) or "none"})', component, ttype,
-                              "containerName")
-    context = {**_context(app, component, revision), "output": copy.deepcopy(workload)}
-    result = _render_template(definition, jinja.get("template", ""), {"parameter": params, "context": context},
-                              component, ttype)
-    patch = result.get("patch")
-    if patch is not None:
-        kind = jinja.get("patchType", "strategic")
+def _apply_trait(app: dict[str, Any], definition: dict[str, Any], properties: Any, context: dict[str, Any],
+                 workload: dict[str, Any], rendered: list[tuple[str, str, dict[str, Any]]], component: str,
+                 ttype: str) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any]]]]:
+    if cue_template(definition) is None:
+        raise RenderError("TemplateError", f'trait definition "{ttype}" has no CUE schematic', component, ttype)
+    instance = _evaluate(definition, properties, context, component, ttype)
+    errs = _export(instance, "errs", definition, component, ttype) if instance.exists("errs") else None
+    if errs:
+        messages = errs if isinstance(errs, list) else [errs]
+        raise RenderError("InvalidParameter", f'trait definition "{ttype}": ' + "; ".join(map(str, messages)),
+                          component, ttype)
+    if instance.exists("patch"):
+        patch = _export(instance, "patch", definition, component, ttype)
         try:
-            if kind == "json-patch":
-                workload = apply_json_patch(workload, patch)
-            elif kind == "json-merge-patch":
-                workload = json_merge_patch(workload, patch)
-            else:
-                workload = strategic_merge_patch(workload, patch, workload.get("kind"))
+            workload = apply_trait_patch(workload, patch, instance.tags("patch"))
         except PatchError as err:
-            raise RenderError("PatchError", f"patch failed: {err}", component, ttype)
+            raise RenderError("PatchError", f'trait definition "{ttype}": patch failed: {err}', component, ttype)
         if not isinstance(workload, dict) or not workload.get("metadata"):
             raise RenderError("PatchError", "patch removed the workload's metadata", component, ttype)
-    return workload, [(k, _finish(o, app, component, f"outputs.{k}")) for k, o in (result.get("outputs") or {}).items()]
+    rendered = list(rendered)
+    if instance.exists("patchOutputs"):
+        patches = _export(instance, "patchOutputs", definition, component, ttype) or {}
+        for key, patch in patches.items():
+            for i, (k, source, obj) in enumerate(rendered):
+                if k == key:
+                    try:
+                        obj = apply_trait_patch(obj, patch, instance.tags(f"patchOutputs[{json.dumps(key)}]"))
+                    except PatchError as err:
+                        raise RenderError("PatchError", f'trait definition "{ttype}": patchOutputs.{key}: {err}',
+                                          component, ttype)
+                    rendered[i] = (k, source, obj)
+    if instance.exists("outputs"):
+        for key, obj in (_export(instance, "outputs", definition, component, ttype) or {}).items():
+            rendered.append((key, ttype, _finish(obj, app, component, f"outputs.{key}")))
+    return workload, rendered
 
 
 def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> RenderedApp:
@@ -356,4 +427,34 @@ def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> Rendere
             if dep not in seen:
                 raise RenderError("InvalidParameter", f'dependsOn names unknown component "{dep}"', comp.name,
                                   field="dependsOn")
+    check_policies(app, defs)
     return RenderedApp(rendered)
+
+
+def check_policies(app: dict[str, Any], defs: Definitions) -> None:
+    """Policies with a PolicyDefinition: their properties must satisfy its `parameter`."""
+    for policy in (app.get("spec") or {}).get("policies") or []:
+        definition = defs.policies.get(policy.get("type", "")) if isinstance(policy, dict) else None
+        if definition is None or cue_template(definition) is None:
+            continue
+        where = f'policy {policy.get("name", "")}'
+        context = {**app_context(app, 0, defs.cluster_version), "name": policy.get("name", "")}
+        _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
+
+
+def render_policy_objects(app: dict[str, Any], defs: Definitions) -> list[dict[str, Any]]:
+    """Objects that policies with a CUE `output`/`outputs` render (KubeVela renders them like a component)."""
+    objects = []
+    for policy in (app.get("spec") or {}).get("policies") or []:
+        definition = defs.policies.get(policy.get("type", "")) if isinstance(policy, dict) else None
+        if definition is None or cue_template(definition) is None:
+            continue
+        where = f'policy {policy.get("name", "")}'
+        context = {**app_context(app, 0, defs.cluster_version), "name": policy.get("name", "")}
+        instance = _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
+        if instance.exists("output"):
+            objects.append(_finish(_export(instance, "output", definition, where, None), app, where, "output"))
+        if instance.exists("outputs"):
+            for key, obj in (_export(instance, "outputs", definition, where, None) or {}).items():
+                objects.append(_finish(obj, app, where, f"outputs.{key}"))
+    return objects

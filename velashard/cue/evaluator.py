@@ -136,7 +136,7 @@ def pattern_matches(match: Any, key: Any) -> bool:
 class Vertex:
     __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
-                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs")
+                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs", "tails")
 
     def __init__(self, parent: "Vertex | None", label: Any) -> None:
         self.parent = parent
@@ -165,6 +165,7 @@ class Vertex:
         self.not_allowed: Bottom | None = None
         self.pat_seen = 0
         self.docs: list | None = None  # comment groups of the fields that declared this arc (for +patchKey tags)
+        self.tails: list | None = None  # an open list's `...T` conjuncts (to describe its element type)
         self.optionals: list = []
 
     def __repr__(self) -> str:
@@ -643,6 +644,8 @@ class Vertex:
                 if i >= len(elems) and tail is not None:
                     arc.add(tail)
         self.list_open = n is None
+        if self.list_open:
+            self.tails = [t for _, t in lists if t is not None] or None
         self.kind = LIST
 
     def _check_closed(self) -> None:

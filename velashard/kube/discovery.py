@@ -22,6 +22,16 @@ class Discovery:
         self._by_resource: dict[tuple[str, str], Resource] = {}
         self._loaded = False
         self._loads = 0  # completed re-reads
+        self._version: dict | None = None
+
+    def server_version(self) -> dict | None:
+        """The API server's /version (read once; None when it cannot be read)."""
+        if self._version is None:
+            try:
+                self._version = self._client.request("version", "GET", "/version")
+            except (errors.KubeError, OSError):
+                return None
+        return self._version
 
     def _load(self) -> None:
         by_kind, by_resource = {}, {}

@@ -38,7 +38,8 @@ def apply_trait_patch(base: dict[str, Any], patch: Any, tags: Tags | None = None
     if strategy == "jsonPatch":
         operations = patch.get("operations") if isinstance(patch, dict) else None
         return apply_json_patch(base, operations or [])
-    return _unify(copy.deepcopy(base), patch, tags, {}, "")
+    # the patch's own tags choose the strategy only; the merge tags are its fields'
+    return _unify(copy.deepcopy(base), patch, ({}, tags[1]), {}, "")
 
 
 def _child(tags: Tags | None, key: str | int) -> Tags:

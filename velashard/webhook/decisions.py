@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from velashard.apis import labels
+from velashard.core.defcheck import definition_problem
 
 
 class ReviewError(ValueError):
@@ -140,4 +141,25 @@ def validate(request: dict[str, Any], ctx: ValidationContext) -> dict[str, Any]:
         problem = ctx.check_components(request.get("object") or {})
         if problem:
             return review_response(uid, False, code=422, message=problem)
+    return review_response(uid)
+
+
+DEFINITION_KINDS = ("ComponentDefinition", "TraitDefinition", "PolicyDefinition", "WorkflowStepDefinition")
+
+
+def validate_definition(request: dict[str, Any]) -> dict[str, Any]:
+    """Refuse a definition whose CUE does not compile (the message names line and column); a schematic
+    velashard does not run yet (a CUE workflow step) is stored and says so in its status."""
+    uid = request["uid"]
+    kind = request.get("kind") or {}
+    if (not isinstance(kind, dict) or kind.get("group") != "core.oam.dev" or kind.get("kind") not in DEFINITION_KINDS
+            or request.get("operation") not in ("CREATE", "UPDATE")):
+        return review_response(uid)
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return review_response(uid)
+    problem = definition_problem({**obj, "kind": kind["kind"]})
+    if problem and problem[0] != "Unsupported":
+        name = (obj.get("metadata") or {}).get("name", "")
+        return review_response(uid, False, code=422, message=f'{kind["kind"]} "{name}": {problem[1]}')
     return review_response(uid)

@@ -7,7 +7,7 @@ from typing import Any
 
 from cachetools import TTLCache
 
-from velashard.apis.oam import COMPONENT_DEFINITIONS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
+from velashard.apis.oam import COMPONENT_DEFINITIONS, POLICY_DEFINITIONS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
 from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -47,7 +47,8 @@ class ClusterLookups:
     def definitions(self) -> Definitions:
         def load() -> Definitions:
             return Definitions.from_objects(self.client.list(COMPONENT_DEFINITIONS, SYSTEM_NAMESPACE)["items"],
-                                            self.client.list(TRAIT_DEFINITIONS, SYSTEM_NAMESPACE)["items"])
+                                            self.client.list(TRAIT_DEFINITIONS, SYSTEM_NAMESPACE)["items"],
+                                            self.client.list(POLICY_DEFINITIONS, SYSTEM_NAMESPACE)["items"])
         return self._cached("defs", load)
 
     def check_components(self, app: dict[str, Any]) -> str | None:

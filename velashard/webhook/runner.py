@@ -27,7 +27,7 @@ from velashard.kube.resources import (ADMISSION_POLICIES, ADMISSION_POLICY_BINDI
 from velashard.observability import fields
 from velashard.sharding.guard import guard_objects
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
-from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH
+from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
 log = logging.getLogger("velashard.webhook.runner")
 
@@ -87,9 +87,12 @@ def load_or_make_certificates(opts: WebhookOptions) -> tuple[KeyPair, KeyPair]:
     return ca, make_serving_cert(ca, serving_hosts(opts))
 
 
-def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(mutating, validating or None): the validating webhook exists only to check components
-    (ValidateComponentWhenSharding); the shard-label guard is a ValidatingAdmissionPolicy."""
+DEFINITION_PLURALS = ("componentdefinitions", "traitdefinitions", "policydefinitions", "workflowstepdefinitions")
+
+
+def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(mutating, validating): the validating webhooks check definitions, and components with
+    ValidateComponentWhenSharding; the shard-label guard is a ValidatingAdmissionPolicy."""
     bundle = base64.b64encode(ca_bundle).decode()
 
     def client_config(path: str) -> dict[str, Any]:
@@ -98,12 +101,13 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
         return {"service": {"namespace": opts.namespace, "name": opts.service_name, "path": path,
                             "port": 443}, "caBundle": bundle}
 
-    def rules(*operations: str) -> list[dict[str, Any]]:
+    def rules(*operations: str, resources: tuple[str, ...] = ("applications",)) -> list[dict[str, Any]]:
         return [{"operations": list(operations), "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
-                 "resources": ["applications"], "scope": "Namespaced"}]
+                 "resources": list(resources), "scope": "Namespaced"}]
 
-    def hook(name: str, path: str, operations: tuple[str, ...], failure_policy: str, **extra: Any) -> dict[str, Any]:
-        return {"name": name, "clientConfig": client_config(path), "rules": rules(*operations),
+    def hook(name: str, path: str, operations: tuple[str, ...], failure_policy: str,
+             resources: tuple[str, ...] = ("applications",), **extra: Any) -> dict[str, Any]:
+        return {"name": name, "clientConfig": client_config(path), "rules": rules(*operations, resources=resources),
                 "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
                 "failurePolicy": failure_policy, **extra}
 
@@ -118,12 +122,15 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
                          reinvocationPolicy="Never",
                          objectSelector={"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
                                                                "operator": "DoesNotExist"}]})]}
-    if not opts.validate_components:
-        return mutating, None
+    # Definitions whose CUE does not compile are refused; Ignore: with the master down they are stored and
+    # their status says what is wrong (velashard.core.defstatus).
+    hooks = [hook("validating.core.oam.dev.v1beta1.definitions", DEFINITIONS_PATH, ("CREATE", "UPDATE"), "Ignore",
+                  resources=DEFINITION_PLURALS)]
+    if opts.validate_components:
+        hooks.insert(0, hook("validating.core.oam.dev.v1beta1.applications", VALIDATING_PATH, ("CREATE", "UPDATE"),
+                             opts.validating_failure_policy))
     validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                  "metadata": {"name": opts.validating_name}, "webhooks": [
-                      hook("validating.core.oam.dev.v1beta1.applications", VALIDATING_PATH, ("CREATE", "UPDATE"),
-                           opts.validating_failure_policy)]}
+                  "metadata": {"name": opts.validating_name}, "webhooks": hooks}
     return mutating, validating
 
 
@@ -132,19 +139,10 @@ def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None
     into the existing configurations."""
     mutating, validating = configurations(opts, ca_bundle)
     if opts.url:
-        if validating is None:
-            try:
-                client.delete(VALIDATING_WEBHOOKS, opts.validating_name)
-                log.info("webhook configuration deleted: components are not validated", extra=fields(
-                    name=opts.validating_name))
-            except errors.NotFound:
-                pass
         policy, binding = guard_objects(opts.privileged_users, opts.privileged_groups)
         for res, body in ((ADMISSION_POLICIES, policy), (ADMISSION_POLICY_BINDINGS, binding)):
             log.info("shard-label guard " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
     for res, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
-        if body is None:
-            continue
         if opts.url:
             log.info("webhook configuration " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
             continue

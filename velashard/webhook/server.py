@@ -29,12 +29,13 @@ from velashard.sharding.strategies import STRATEGIES, pinned_shard
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
 from velashard.webhook.lookups import ClusterLookups
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
-                                         validate)
+                                         validate, validate_definition)
 
 log = logging.getLogger("velashard.webhook")
 
 MUTATING_PATH = "/mutating-core-oam-dev-v1beta1-applications"
 VALIDATING_PATH = "/validating-core-oam-dev-v1beta1-applications"
+DEFINITIONS_PATH = "/validating-core-oam-dev-v1beta1-definitions"
 MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
 
@@ -85,6 +86,10 @@ def create_app(mutation: MutationContext, validation: ValidationContext) -> Flas
     @app.post(VALIDATING_PATH)
     def validating() -> Response:
         return handle("validating", lambda req: validate(req, validation))
+
+    @app.post(DEFINITIONS_PATH)
+    def validating_definitions() -> Response:
+        return handle("definitions", validate_definition)
 
     @app.get("/metrics")
     def metrics() -> Response:

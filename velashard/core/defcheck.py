@@ -1,0 +1,60 @@
+"""Checking a definition when it is written: its CUE template and status programs compile, its schematic is one
+velashard runs. The master's validating webhook refuses a definition that fails; where no webhook runs, the
+DefinitionChecker (velashard.core.defstatus) says so in the definition's status. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from velashard.core.templates import compile_template
+from velashard.cue.errors import CueError
+
+CONDITION = "TemplateValid"
+UNSUPPORTED_STEPS = ("WorkflowStepDefinitions with a CUE schematic (KubeVela's vela/op actions) are not supported "
+                     "yet: velashard runs the built-in step types natively")
+
+
+def _cue_problem(text: Any, what: str) -> str | None:
+    if not isinstance(text, str):
+        return f"{what} must be a string of CUE"
+    try:
+        compile_template(text, what.replace(" ", "-") + ".cue")
+    except CueError as err:
+        where = f" at line {err.positions[0].line}, column {err.positions[0].col}" if err.positions else ""
+        return f"{what} does not compile: {err.message}{where}"
+    return None
+
+
+def definition_problem(definition: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of what is wrong with a definition, or None when velashard can run it."""
+    kind = definition.get("kind", "")
+    spec = definition.get("spec") or {}
+    schematic = spec.get("schematic") or {}
+    if not isinstance(schematic, dict):
+        return "InvalidSchematic", "spec.schematic must be an object"
+    cue = schematic.get("cue")
+    if kind == "WorkflowStepDefinition":
+        return ("Unsupported", UNSUPPORTED_STEPS) if cue is not None else None
+    if cue is not None:
+        problem = _cue_problem((cue or {}).get("template") if isinstance(cue, dict) else None,
+                               "spec.schematic.cue.template")
+        if problem:
+            return "TemplateError", problem
+    elif kind == "ComponentDefinition" and "kube" not in schematic:
+        return "InvalidSchematic", "a ComponentDefinition needs spec.schematic.cue.template (or schematic.kube)"
+    elif kind == "TraitDefinition":
+        return "InvalidSchematic", "a TraitDefinition needs spec.schematic.cue.template"
+    status = spec.get("status") or {}
+    for key in ("healthPolicy", "customStatus"):
+        if status.get(key):
+            problem = _cue_problem(status[key], f"spec.status.{key}")
+            if problem:
+                return "TemplateError", problem
+    return None
+
+
+def definition_condition(definition: dict[str, Any], now: str) -> dict[str, Any]:
+    problem = definition_problem(definition)
+    reason, message = problem or ("Compiled", "")
+    return {"type": CONDITION, "status": "False" if problem else "True", "reason": reason, "message": message,
+            "lastTransitionTime": now}

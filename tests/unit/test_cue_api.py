@@ -134,3 +134,21 @@ def test_cli_export_eval_vet_and_exit_codes(tmp_path) -> None:
     assert _cli("frobnicate", "x.cue").returncode == 2
     missing = _cli("export", str(tmp_path / "missing.cue"))
     assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+def test_data_embedded_in_a_definition_keeps_its_fields() -> None:
+    # `{c}` under a definition, c from the data unified with the program (KubeVela's context.output): the
+    # embedded fields are allowed, whichever order the fields are evaluated in.
+    program = compile_sources({"a.cue": '''
+#P: {
+    _found: [for c in context.containers if c.name == "w" {c}]
+    _start: *[] | [...string]
+    if _found[0].args != _|_ {_start: _found[0].args}
+    args: _start
+}
+p: x: [#P & {}]
+context: _
+'''})
+    data = {"context": {"containers": [{"name": "w", "args": ["a"]}]}}
+    assert program.evaluate(data).export("p", check=False) == {"x": [{"args": ["a"]}]}
+    assert program.evaluate(data).export("p") == {"x": [{"args": ["a"]}]}

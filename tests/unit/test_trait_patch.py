@@ -80,3 +80,11 @@ def test_json_merge_patch_and_json_patch_strategies() -> None:
     patch: operations: [{op: "replace", path: "/spec/template/spec/containers/0/image", value: "httpd"}]''')
     assert pod(out)["containers"][0]["image"] == "httpd"
     assert pod(WORKLOAD)["containers"][0]["image"] == "nginx"
+
+
+def test_an_open_patch_list_merges_into_a_longer_one() -> None:
+    base = {"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}}}
+    out = patched('patch: spec: template: spec: containers: [{volumeMounts: [{name: "v", mountPath: "/v"}]}, ...]',
+                  base)
+    assert pod(out)["containers"] == [{"name": "a", "volumeMounts": [{"name": "v", "mountPath": "/v"}]},
+                                      {"name": "b"}]

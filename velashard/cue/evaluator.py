@@ -350,6 +350,12 @@ class Vertex:
             elif v.kind == STRUCT:
                 self.is_struct = 2
                 self.structs.extend(v.structs)
+                if c.embed and c.groups:  # embedded data (`{c}` under a definition): its fields are allowed
+                    for g in c.groups:
+                        grp = self.groups.get(g)
+                        if grp is None:
+                            grp = self.groups[g] = Group()
+                        grp.labels.update(v.arcs)
                 for k, arc in v.arcs.items():
                     mine = self.arcs.get(k) or self.new_arc(k)
                     if arc.regular:

@@ -140,6 +140,7 @@ def _arc(x: Any, parent: Vertex, key: Any) -> Vertex:
 
 
 TagTree = tuple  # (tags of this field: {key: value}, {child label or list index: TagTree})
+OPEN_LIST = "..."  # the tag tree's mark of an open list (not a comment tag)
 
 
 def comment_tags(groups: list[list[str]] | None) -> dict[str, str]:
@@ -176,6 +177,8 @@ def tag_tree(v: Any) -> TagTree | None:
                 if sub:
                     children[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = sub
     elif v.kind == LIST:
+        if v.list_open:  # `[a, ...]`: KubeVela merges an open patch list into a longer one
+            tags = {**tags, OPEN_LIST: "true"}
         for i, arc in enumerate(v.arcs.values()):
             sub = tag_tree(arc)
             if sub:

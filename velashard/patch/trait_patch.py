@@ -4,8 +4,8 @@
 The patch's fields carry comment tags (`// +patchKey=name`, `// +patchStrategy=...`), given as a tag tree
 (velashard.cue.export.TagTree: (tags of a field, {child label or list index: subtree})):
 - structs merge field by field; a scalar that differs from the workload's is a conflict;
-- a list merges element by element (the workload's list is open, the patch's closed: a shorter patch list
-  conflicts) unless `+patchKey=K` (inherited by nested fields) names a key: then items with the same key merge
+- a list merges element by element (the workload's list is open, the patch's closed unless it ends in `...`: a
+  shorter closed patch list conflicts) unless `+patchKey=K` (inherited by nested fields) names a key: then items with the same key merge
   and new items are appended; `+patchStrategy=replace` replaces a list, `+patchStrategy=retainKeys` replaces a
   field's value (or, with a key, the matched items);
 - `+patchStrategy=jsonMergePatch` on the patch itself applies it as RFC 7386, `jsonPatch` applies
@@ -18,6 +18,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+from velashard.cue.export import OPEN_LIST
 from velashard.patch.errors import PatchError
 from velashard.patch.json_patch import apply_json_patch
 from velashard.patch.merge_patch import json_merge_patch
@@ -75,7 +76,7 @@ def _unify_list(base: list, patch: list, tags: Tags, effective: dict[str, str], 
                 path: str) -> list:
     items = [(p, _child(tags, i)) for i, p in enumerate(patch)]
     base = list(base)
-    is_open = False
+    is_open = tags[0].get(OPEN_LIST) == "true"
     if strategy == "replace":
         base = [copy.deepcopy(p) for p in patch]
     elif effective.get("patchKey"):

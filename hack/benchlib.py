@@ -63,10 +63,16 @@ def wait_ready(port: int, timeout: float = 120) -> None:
     raise RuntimeError(f"controller on health port {port} did not become ready")
 
 
-def app_body(name: str, image: str = "nginx:1.25") -> dict:
+# Two common traits (issue 23 measures rendering with them): a patch of the pod spec and one of the metadata.
+TWO_TRAITS = [{"type": "scaler", "properties": {"replicas": 1}}, {"type": "labels", "properties": {"team": "bench"}}]
+
+
+def app_body(name: str, image: str = "nginx:1.25", traits: list | None = None) -> dict:
+    component = {"name": name, "type": "webservice", "properties": {"image": image, "ports": [{"port": 80}]}}
+    if traits:
+        component["traits"] = traits
     return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": name},
-            "spec": {"components": [{"name": name, "type": "webservice",
-                                     "properties": {"image": image, "ports": [{"port": 80}]}}]}}
+            "spec": {"components": [component]}}
 
 
 @dataclass
@@ -157,13 +163,13 @@ class Cluster:
         for ctl in self.controllers.values():
             ctl.baseline_kib = ctl.rss_kib()
 
-    def create_apps(self, start: int, stop: int, threads: int = 4) -> None:
+    def create_apps(self, start: int, stop: int, threads: int = 4, traits: list | None = None) -> None:
         def worker(indices: range) -> None:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
             for i in indices:
                 code, body = request(conn, self.token, "POST",
                                      f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications",
-                                     app_body(f"app-{i}"))
+                                     app_body(f"app-{i}", traits=traits))
                 if code != 201:
                     raise RuntimeError(f"creating app-{i} answered {code}: {body[:200]!r}")
 

@@ -276,21 +276,23 @@ outputs: extra: {apiVersion: "v1", kind: "Secret", metadata: name: "s"}'''
     assert secret["metadata"]["namespace"] == "team" and secret["metadata"]["labels"][labels.APP_COMPONENT] == "c"
 
 
-def test_applies_to_workloads_and_conflicts_with():
+def test_applies_to_workloads_and_conflicts_with_are_noted_not_refused():
+    # KubeVela renders a trait beyond its appliesToWorkloads (its own examples do so): noted in the condition.
     defs = trait_defs("patch: {}")
     defs.components["custom"]["spec"]["workload"] = {"definition": {"apiVersion": "v1", "kind": "ConfigMap"},
                                                     "type": "configmaps"}
     defs.traits["t"]["spec"]["appliesToWorkloads"] = ["deployments.apps"]
-    with pytest.raises(RenderError) as err:
-        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1)
-    assert "cannot apply to component type" in str(err.value)
+    comp = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1).components[0]
+    assert comp.notes == ['component "c": trait "t" does not declare that it applies to component type "custom" '
+                          "(appliesToWorkloads: deployments.apps)"]
     defs.traits["t"]["spec"]["appliesToWorkloads"] = ["configmaps"]
-    render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1)
+    defs.traits["t"]["metadata"]["resourceVersion"] = "2"  # a stored definition's change is a new version
+    assert render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}]}), defs, 1).components[0].notes == []
     defs.traits["u"] = {**defs.traits["t"], "metadata": {"name": "u"}, "spec": {
         **defs.traits["t"]["spec"], "conflictsWith": ["t"]}}
-    with pytest.raises(RenderError) as err:
-        render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}, {"type": "u"}]}), defs, 1)
-    assert 'conflicts with trait "t"' in str(err.value)
+    comp = render_app(app({"name": "c", "type": "custom", "traits": [{"type": "t"}, {"type": "u"}]}), defs,
+                      1).components[0]
+    assert comp.notes == ['component "c": trait "u" conflicts with trait "t" (conflictsWith)']
 
 
 def test_policy_definitions_validate_their_parameters():

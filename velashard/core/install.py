@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from velashard.apis.oam import COMPONENT_DEFINITIONS, CRDS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
+from velashard.apis.oam import CRDS, DEFINITION_RESOURCES, SYSTEM_NAMESPACE
 from velashard.core.builtins import builtin_definitions
 from velashard.kube import errors
 from velashard.kube.apply import upsert
@@ -36,7 +36,7 @@ def install(client: KubeClient, report: Callable[[str], None] = lambda _line: No
     report(f"namespace/{SYSTEM_NAMESPACE} " + upsert(client, NAMESPACES, {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}))
     for definition in builtin_definitions():
-        res = COMPONENT_DEFINITIONS if definition["kind"] == "ComponentDefinition" else TRAIT_DEFINITIONS
+        res = DEFINITION_RESOURCES[definition["kind"]]
         report(f'{definition["kind"].lower()}/{definition["metadata"]["name"]} {upsert(client, res, definition)}')
     if shard_guard_users is not None:
         install_shard_guard(client, shard_guard_users, shard_guard_groups, report)

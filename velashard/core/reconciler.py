@@ -110,7 +110,8 @@ class ApplicationReconciler:
             conditions.append(app_status.condition("Rendered", False, "RefObjectsFailed", err.message, now))
             self.write_status(ctx, status, "rendering", conditions)
             raise Retry(f"reading referenced objects failed: {err.message}", after=self.waiting_requeue) from err
-        conditions.append(app_status.condition("Rendered", True, "Rendered", "", now))
+        notes = [n for c in rendered.components for n in c.notes]
+        conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
         if latest.get("revisionHash") != digest:
             self.revisions.record(app, revision, digest, defs.fingerprint())
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,

@@ -81,6 +81,7 @@ class RenderedComponent:
     pending_spec: dict[str, Any] | None = None
     properties: dict[str, Any] = field(default_factory=dict)
     trait_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # traits used beyond what their definitions declare
 
     @property
     def objects(self) -> list[dict[str, Any]]:
@@ -93,8 +94,11 @@ class RenderedApp:
 
 
 def _identity(definition: dict[str, Any]) -> str:
+    """A definition's generation: uid and resourceVersion when stored, else its content (files, built-ins)."""
     meta = definition["metadata"]
-    return f'{meta.get("uid") or meta["name"]}:{meta.get("resourceVersion", "")}:{meta.get("generation", "")}'
+    if meta.get("uid") and meta.get("resourceVersion"):
+        return f'{meta["uid"]}:{meta["resourceVersion"]}'
+    return hashlib.sha256(json.dumps(definition.get("spec"), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def cue_template(definition: dict[str, Any]) -> str | None:
@@ -144,6 +148,17 @@ def _export(instance: Any, expression: str, definition: dict[str, Any], componen
         return plain(instance.export(expression, check=False))
     except CueError as err:
         raise _cue_error(err, definition, component, trait) from None
+
+
+def _outputs(instance: Any, definition: dict[str, Any], component: str, trait: str | None) -> list[tuple[str, Any]]:
+    """`outputs`, each read on its own as KubeVela does (an error elsewhere in the struct does not hide them)."""
+    if not instance.exists("outputs"):
+        return []
+    try:
+        keys = instance.fields("outputs")
+    except CueError as err:
+        raise _cue_error(err, definition, component, trait) from None
+    return [(key, _export(instance, f"outputs[{json.dumps(key)}]", definition, component, trait)) for key in keys]
 
 
 def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
@@ -275,8 +290,7 @@ def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitio
         if not instance.exists("output"):
             raise RenderError("TemplateError", f'component definition "{ctype}": the template has no output', name)
         output = _export(instance, "output", definition, name, None)
-        outputs = list((_export(instance, "outputs", definition, name, None) if instance.exists("outputs")
-                        else {}).items())
+        outputs = _outputs(instance, definition, name, None)
     else:
         raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (cue or kube)', name)
     return _with_traits(app, spec, output, outputs, defs, revision, context)
@@ -315,21 +329,25 @@ def _workload_types(definition: dict[str, Any], ctype: str) -> set[str]:
     return names
 
 
-def _check_applies(trait_def: dict[str, Any], comp_def: dict[str, Any] | None, spec: dict[str, Any],
-                   ttype: str) -> None:
-    name, ctype = spec.get("name", ""), spec.get("type", "")
+def _applicability(trait_def: dict[str, Any], comp_def: dict[str, Any] | None, spec: dict[str, Any],
+                   ttype: str) -> list[str]:
+    """What a trait's appliesToWorkloads and conflictsWith say about its use here. KubeVela renders such a trait
+    anyway (its own examples rely on it): velashard renders it too and says so in the Rendered condition."""
+    ctype = spec.get("type", "")
+    notes = []
     tspec = trait_def.get("spec") or {}
     applies = tspec.get("appliesToWorkloads") or []
     workload_type = ((comp_def or {}).get("spec") or {}).get("workload", {}).get("type", "")
     if applies and "*" not in applies and workload_type != "autodetects.core.oam.dev" and comp_def is not None:
         names = _workload_types(comp_def, ctype)
         if not names & set(applies):
-            raise RenderError("InvalidParameter", f'trait "{ttype}" cannot apply to component type "{ctype}" '
-                              f'(it applies to {", ".join(applies)})', name, ttype, "type")
+            notes.append(f'component "{spec.get("name", "")}": trait "{ttype}" does not declare that it applies to '
+                         f'component type "{ctype}" (appliesToWorkloads: {", ".join(applies)})')
     conflicts = set(tspec.get("conflictsWith") or []) & {t.get("type") for t in spec.get("traits") or []}
     if conflicts:
-        raise RenderError("InvalidParameter", f'trait "{ttype}" conflicts with trait "{sorted(conflicts)[0]}" '
-                          "(conflictsWith)", name, ttype, "type")
+        notes.append(f'component "{spec.get("name", "")}": trait "{ttype}" conflicts with trait '
+                     f'"{sorted(conflicts)[0]}" (conflictsWith)')
+    return notes
 
 
 def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
@@ -340,13 +358,14 @@ def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs
     rendered = [(k, "AuxiliaryWorkload", _finish(o, app, name, f"outputs.{k}")) for k, o in outputs]
     trait_types = []
     trait_properties = {}
+    notes: list[str] = []
     comp_def = defs.components.get(spec.get("type", ""))
     for trait in spec.get("traits") or []:
         ttype = trait.get("type", "") if isinstance(trait, dict) else ""
         definition = defs.traits.get(ttype)
         if definition is None:
             raise RenderError("UnknownType", f'unknown trait type "{ttype}"', name, ttype, "type")
-        _check_applies(definition, comp_def, spec, ttype)
+        notes.extend(_applicability(definition, comp_def, spec, ttype))
         props = _properties(trait.get("properties"), name, ttype)
         trait_context = {**context, "output": workload, "componentType": spec.get("type", "")}
         if rendered:
@@ -362,7 +381,7 @@ def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs
     marked = [_marked(o, _output_marks(source, key, app_revision)) for key, source, o in rendered]
     return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(marked), trait_types,
                              list(spec.get("dependsOn") or []), properties=context.get("parameter") or {},
-                             trait_properties=trait_properties)
+                             trait_properties=trait_properties, notes=notes)
 
 
 def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -407,9 +426,8 @@ def _apply_trait(app: dict[str, Any], definition: dict[str, Any], properties: An
                         raise RenderError("PatchError", f'trait definition "{ttype}": patchOutputs.{key}: {err}',
                                           component, ttype)
                     rendered[i] = (k, source, obj)
-    if instance.exists("outputs"):
-        for key, obj in (_export(instance, "outputs", definition, component, ttype) or {}).items():
-            rendered.append((key, ttype, _finish(obj, app, component, f"outputs.{key}")))
+    for key, obj in _outputs(instance, definition, component, ttype):
+        rendered.append((key, ttype, _finish(obj, app, component, f"outputs.{key}")))
     return workload, rendered
 
 
@@ -454,7 +472,6 @@ def render_policy_objects(app: dict[str, Any], defs: Definitions) -> list[dict[s
         instance = _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
         if instance.exists("output"):
             objects.append(_finish(_export(instance, "output", definition, where, None), app, where, "output"))
-        if instance.exists("outputs"):
-            for key, obj in (_export(instance, "outputs", definition, where, None) or {}).items():
-                objects.append(_finish(obj, app, where, f"outputs.{key}"))
+        for key, obj in _outputs(instance, definition, where, None):
+            objects.append(_finish(obj, app, where, f"outputs.{key}"))
     return objects

@@ -8,7 +8,9 @@ from velashard.cue import ast
 from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import CTX, Conjunct, Env, LimitExceeded, Vertex, evaluate, first_error, resolve
+from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.evaluator import (CTX, STRUCT, Conjunct, Env, LimitExceeded, Vertex, evaluate, first_error, ordered_keys,
+                                     resolve)
 from velashard.cue.export import TagTree, from_data, tag_tree, to_data
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom
@@ -90,6 +92,20 @@ class Instance:
     def exists(self, expression: str) -> bool:
         v = self.lookup(expression)
         return type(v) is not Bottom
+
+    def fields(self, expression: str) -> list[str]:
+        """The regular field labels of a struct (empty for anything else), even where some fields have errors:
+        KubeVela reads each output of `outputs` on its own."""
+        def run() -> list[str]:
+            v = self.lookup(expression)
+            if type(v) is not Vertex:
+                return []
+            v.expand()
+            if v.kind != STRUCT:
+                return []
+            return [k.lstrip(QUOTED) if k[:1] == QUOTED else k for k in ordered_keys(v)
+                    if is_regular(k) and v.arcs[k].regular]
+        return self._run(run)
 
     def tags(self, expression: str) -> TagTree | None:
         """The `// +key=value` comment tags of an expression's field and the fields inside it (KubeVela's

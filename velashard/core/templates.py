@@ -15,6 +15,7 @@ from velashard.cue.api import Program, compile_sources
 from velashard.cue.errors import CueError
 
 _PROGRAMS: LRUCache = LRUCache(maxsize=512)
+_DECLARED = "context: _\nparameter: _\n"
 _LOCK = threading.Lock()
 
 # What KubeVela reports for a cluster whose version is not known; the controller passes the real one.
@@ -23,15 +24,14 @@ DEFAULT_CLUSTER_VERSION = {"major": "1", "minor": 32, "gitVersion": "v1.32.0", "
 
 def compile_template(text: str, name: str = "template.cue") -> Program:
     """The compiled program of a template (cached by its text); CueError names line and column. `context` and
-    `parameter` are declared after the template, as KubeVela does, so that references to them resolve; the
-    values come with each evaluation."""
-    text = text + "\ncontext: _\nparameter: _\n"
+    `parameter` are declared beside the template (in a file of their own, so that positions stay the
+    template's), as KubeVela does, so that references to them resolve; the values come with each evaluation."""
     key = hashlib.sha256(text.encode()).digest()
     with _LOCK:  # an LRU cache reorders itself on reads: workers share it
         found = _PROGRAMS.get(key)
     if found is None:
         try:
-            found = compile_sources({name: text})
+            found = compile_sources({name: text, "velashard-context.cue": _DECLARED})
         except CueError as err:
             found = err
         with _LOCK:

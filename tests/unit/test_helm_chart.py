@@ -67,7 +67,12 @@ def test_sharding_on_with_gates_pdb_and_placement():
     for hook in (create_hook, update_hook):
         assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
         assert hook["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
-    assert not [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]  # only with the gate
+    # without the gate only definitions are validated (a template that does not compile is refused)
+    (definitions_hook,) = find(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    assert definitions_hook["clientConfig"]["service"]["path"] == "/validating-core-oam-dev-v1beta1-definitions"
+    assert definitions_hook["failurePolicy"] == "Ignore"
+    assert set(definitions_hook["rules"][0]["resources"]) == {
+        "componentdefinitions", "traitdefinitions", "policydefinitions", "workflowstepdefinitions"}
     gated = render({"sharding": {"enabled": True}, "featureGates": {"ValidateComponentWhenSharding": True},
                     "webhook": {"failurePolicy": {"validating": "Ignore"}}})
     validating = find(gated, "ValidatingWebhookConfiguration")["webhooks"][0]

@@ -31,7 +31,7 @@ def test_webservice_scaler_expose(defs):
     rendered = render_app(app({"name": "web", "type": "webservice",
                                "properties": {"image": "nginx:1", "ports": [{"port": 80, "expose": True}]},
                                "traits": [{"type": "scaler", "properties": {"replicas": 2}},
-                                          {"type": "expose", "properties": {"port": [9090], "name": "web-extra"}}]}),
+                                          {"type": "expose", "properties": {"port": [9090]}}]}),
                           defs, 1)
     comp = rendered.components[0]
     deploy, services = comp.workload, comp.outputs
@@ -40,22 +40,22 @@ def test_webservice_scaler_expose(defs):
     assert deploy["metadata"]["labels"] == {labels.APP_NAME: "demo", labels.APP_NAMESPACE: "team",
                                             labels.APP_COMPONENT: "web", labels.APP_REVISION: "demo-v1",
                                             labels.RESOURCE_TYPE: "WORKLOAD", labels.WORKLOAD_TYPE: "webservice"}
-    assert [s["metadata"]["labels"][labels.TRAIT_TYPE] for s in services] == ["AuxiliaryWorkload", "expose"]
+    # expose's Service takes the component's name, as webservice's does: the later one is what is applied
+    assert [s["metadata"]["labels"][labels.TRAIT_TYPE] for s in services] == ["expose"]
     selector = deploy["spec"]["selector"]["matchLabels"]
     assert all(deploy["spec"]["template"]["metadata"]["labels"][k] == v for k, v in selector.items())
     assert deploy["spec"]["template"]["spec"]["containers"][0]["ports"] == [
         {"containerPort": 80, "protocol": "TCP", "name": "port-80"}]
-    assert [(s["metadata"]["name"], s["spec"]["ports"][0]["port"]) for s in services] == [("web", 80),
-                                                                                         ("web-extra", 9090)]
+    assert [(s["metadata"]["name"], s["spec"]["ports"][0]["port"]) for s in services] == [("web", 9090)]
     assert comp.traits == ["scaler", "expose"]
 
 
 def test_container_traits(defs):
-    rendered = render_app(app({"name": "w", "type": "worker", "properties": {"image": "busybox", "args": ["-a", "-b"],
+    rendered = render_app(app({"name": "w", "type": "webservice", "properties": {"image": "busybox", "args": ["-a", "-b"],
                                                                              "env": [{"name": "A", "value": "1"}]},
                                "traits": [{"type": "env", "properties": {"env": {"B": "2"}}},
                                           {"type": "command", "properties": {"delArgs": ["-a"], "addArgs": ["-c"]}},
-                                          {"type": "resource", "properties": {"cpu": "500m"}},
+                                          {"type": "resource", "properties": {"cpu": "500m", "memory": "128Mi"}},
                                           {"type": "labels", "properties": {"team": "x"}},
                                           {"type": "annotations", "properties": {"note": "y"}},
                                           {"type": "json-patch", "properties": {"operations": [
@@ -66,7 +66,8 @@ def test_container_traits(defs):
     container = deploy["spec"]["template"]["spec"]["containers"][0]
     assert container["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
     assert container["args"] == ["-b", "-c"]
-    assert container["resources"] == {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}
+    assert container["resources"] == {"requests": {"cpu": "500m", "memory": "128Mi"},
+                                      "limits": {"cpu": "500m", "memory": "128Mi"}}
     assert deploy["metadata"]["labels"]["team"] == "x" and deploy["spec"]["template"]["metadata"]["labels"]["team"] == "x"
     assert deploy["metadata"]["annotations"] == {"note": "y"}
     assert deploy["spec"]["paused"] is True and deploy["spec"]["minReadySeconds"] == 3

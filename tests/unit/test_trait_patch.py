@@ -88,3 +88,10 @@ def test_an_open_patch_list_merges_into_a_longer_one() -> None:
                   base)
     assert pod(out)["containers"] == [{"name": "a", "volumeMounts": [{"name": "v", "mountPath": "/v"}]},
                                       {"name": "b"}]
+
+
+def test_a_list_tail_constrains_every_element_of_the_workloads_list() -> None:
+    base = {"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}}}
+    out = patched('patch: spec: template: spec: containers: [...{lifecycle: preStop: exec: command: ["sleep", "5"]}]',
+                  base)
+    assert [c["lifecycle"]["preStop"]["exec"]["command"] for c in pod(out)["containers"]] == [["sleep", "5"]] * 2

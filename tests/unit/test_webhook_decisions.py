@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate)
-from velashard.webhook.server import MUTATING_PATH, VALIDATING_PATH, create_app
+from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH, create_app
 
 SHARD = "controller.core.oam.dev/scheduled-shard-id"
 MARK = "controller.core.oam.dev/shard-assigned-by-webhook"
@@ -127,10 +127,12 @@ def test_configurations_and_certificate_renewal():
         assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
     assert create_hook["rules"][0]["operations"] == ["CREATE"] and "objectSelector" not in create_hook
     assert update_hook["objectSelector"]["matchExpressions"][0] == {"key": SHARD, "operator": "DoesNotExist"}
-    assert validating is None  # without ValidateComponentWhenSharding no validating webhook is registered
+    # without ValidateComponentWhenSharding only definitions are validated
+    assert [h["clientConfig"]["url"] for h in validating["webhooks"]] == [f"https://dev.example:9443{DEFINITIONS_PATH}"]
     _, gated = configurations(WebhookOptions(url=opts.url, validate_components=True,
                                              validating_failure_policy="Ignore"), b"CA")
     assert gated["webhooks"][0]["clientConfig"]["url"].endswith(VALIDATING_PATH)
+    assert gated["webhooks"][1]["clientConfig"]["url"].endswith(DEFINITIONS_PATH)
     assert gated["webhooks"][0]["failurePolicy"] == "Ignore"
     in_cluster, _ = configurations(WebhookOptions(), b"CA")
     assert in_cluster["webhooks"][0]["clientConfig"]["service"]["name"] == "velashard-webhook"
@@ -159,3 +161,27 @@ def test_huge_deep_and_odd_unicode_reviews_get_a_4xx_or_an_answer(http, body, co
         assert answer.status_code in codes, (answer.status_code, answer.get_data()[:300])
         if answer.status_code == 200:
             assert answer.json["response"]["uid"] == "u1"
+
+
+def definition_review(kind: str, template: str, operation: str = "CREATE") -> dict:
+    return {"uid": "u1", "operation": operation, "kind": {"group": "core.oam.dev", "version": "v1beta1", "kind": kind},
+            "object": {"metadata": {"name": "d", "namespace": "vela-system"},
+                       "spec": {"schematic": {"cue": {"template": template}}}}}
+
+
+def test_definitions_whose_cue_does_not_compile_are_refused_with_line_and_column():
+    from velashard.webhook.decisions import validate_definition
+
+    ok = validate_definition(definition_review("TraitDefinition", "patch: spec: replicas: parameter.n\n"
+                                                                  "parameter: n: *1 | int"))
+    assert ok["response"]["allowed"] is True
+    bad = validate_definition(definition_review("ComponentDefinition", "output: {\n  kind: \"ConfigMap\"\n"))
+    assert bad["response"]["allowed"] is False and bad["response"]["status"]["code"] == 422
+    assert 'ComponentDefinition "d"' in bad["response"]["status"]["message"]
+    assert "line 3, column 1" in bad["response"]["status"]["message"]
+    # a CUE workflow step is stored: its status says it does not run
+    step = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/op"\napply: op.#Apply'))
+    assert step["response"]["allowed"] is True
+    unknown_import = validate_definition(definition_review("TraitDefinition", 'import "tool/exec"\npatch: exec.Run'))
+    assert unknown_import["response"]["allowed"] is False
+    assert validate_definition(definition_review("Application", "x: ("))["response"]["allowed"] is True

@@ -141,6 +141,7 @@ def _arc(x: Any, parent: Vertex, key: Any) -> Vertex:
 
 TagTree = tuple  # (tags of this field: {key: value}, {child label or list index: TagTree})
 OPEN_LIST = "..."  # the tag tree's mark of an open list (not a comment tag)
+LIST_TAIL = "...T"  # and the data of its `...T` element type, when that is concrete
 
 
 def comment_tags(groups: list[list[str]] | None) -> dict[str, str]:
@@ -156,6 +157,19 @@ def comment_tags(groups: list[list[str]] | None) -> dict[str, str]:
             if sep and value and len(value.split()) == 1:
                 tags[key.strip()] = value
     return tags
+
+
+def _tail_data(v: Vertex) -> Any:
+    if not v.tails:
+        return None
+    element = Vertex(v, len(v.arcs))
+    for tail in v.tails:
+        element.add(tail)
+    try:
+        data = to_data(element)
+    except CueError:
+        return None
+    return data if isinstance(data, (dict, list)) and data else None
 
 
 def tag_tree(v: Any) -> TagTree | None:
@@ -179,6 +193,9 @@ def tag_tree(v: Any) -> TagTree | None:
     elif v.kind == LIST:
         if v.list_open:  # `[a, ...]`: KubeVela merges an open patch list into a longer one
             tags = {**tags, OPEN_LIST: "true"}
+            tail = _tail_data(v)
+            if tail is not None:  # `[...T]`: T constrains every further element of the workload's list
+                tags[LIST_TAIL] = tail
         for i, arc in enumerate(v.arcs.values()):
             sub = tag_tree(arc)
             if sub:

@@ -18,7 +18,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from velashard.cue.export import OPEN_LIST
+from velashard.cue.export import LIST_TAIL, OPEN_LIST
 from velashard.patch.errors import PatchError
 from velashard.patch.json_patch import apply_json_patch
 from velashard.patch.merge_patch import json_merge_patch
@@ -86,10 +86,11 @@ def _unify_list(base: list, patch: list, tags: Tags, effective: dict[str, str], 
     if not is_open and len(items) < len(base):
         raise PatchError(f"{path or 'patch'}: incompatible list lengths ({len(base)} and {len(items)}); "
                          "a list without +patchKey merges element by element")
+    tail = tags[0].get(LIST_TAIL)
     out = []
     for i in range(max(len(base), len(items))):
-        if i >= len(items):
-            out.append(base[i])
+        if i >= len(items):  # `[...T]`: the element type constrains the workload's further elements
+            out.append(base[i] if tail is None else _unify(base[i], tail, _NO_TAGS, effective, f"{path}[{i}]"))
             continue
         value, sub = items[i]
         here = base[i] if i < len(base) else _MISSING

@@ -125,7 +125,8 @@ def test_errors_become_conditions(cluster, ns):
                                                                                 "properties": {"replicas": "x"}}])]))
     for name, reason, fragment in [("unknown", "UnknownType", 'unknown component type "no-such-type"'),
                                    ("badparam", "InvalidParameter", 'parameter "image"'),
-                                   ("badtrait", "InvalidParameter", 'trait "scaler": parameter "replicas"')]:
+                                   ("badtrait", "InvalidParameter",
+                                    'trait "scaler": trait definition "scaler": parameter "replicas"')]:
         status = wait_phase(kube, name, ns, "rendering")
         rendered = next(c for c in status["conditions"] if c["type"] == "Rendered")
         assert rendered["status"] == "False" and rendered["reason"] == reason and fragment in rendered["message"]
@@ -233,7 +234,7 @@ def test_depends_on_override_policy_and_revision_limit(cluster, ns):
     deploy = kube.get(DEPLOYMENTS, "api", ns)
     assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:prod"
     assert deploy["spec"]["replicas"] == 2
-    job = kube.get(JOBS, "db", ns)
+    job = kube.get(JOBS, "stack-db", ns)  # KubeVela names a task's Job <app>-<component>
     # The dependent was created only after what it depends on had completed.
     assert job["metadata"]["creationTimestamp"] <= deploy["metadata"]["creationTimestamp"]
     unsupported = next(c for c in status["conditions"] if c["type"] == "PoliciesSupported")

@@ -7,7 +7,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["velashard", "velashard.*"]),
     include_package_data=True,
-    package_data={"velashard": ["**/*.yaml", "**/*.json"]},
+    package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue"]},
     install_requires=[
         "kubernetes>=29",
         "Flask>=3.0",
@@ -16,7 +16,6 @@ setup(
         "cachetools>=5.3",
         "prometheus_client>=0.20",
         "PyYAML>=6",
-        "jsonschema>=4",
         "cel-expr-python>=0.1.3",
         "Jinja2>=3.1",
         "urllib3>=2",

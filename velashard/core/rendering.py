@@ -12,6 +12,7 @@ cached by (definition generations, component, app context) so that a re-sync eva
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import re
@@ -255,10 +256,11 @@ def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definition
     with _RENDERED_LOCK:
         cached = _RENDERED.get(key)
     if cached is None:
-        cached = copy.deepcopy(_render_component(app, spec, defs, revision))
+        # kept as compact JSON: a shard holds one entry per app it serves, and callers get their own copy
+        cached = json.dumps(dataclasses.asdict(_render_component(app, spec, defs, revision)), separators=(",", ":"))
         with _RENDERED_LOCK:
             _RENDERED[key] = cached
-    return copy.deepcopy(cached)
+    return RenderedComponent(**json.loads(cached))
 
 
 def rendered_cache_info() -> tuple[int, int]:

@@ -50,6 +50,13 @@ def _element(v: Vertex) -> Vertex | None:
 
 
 def _type(v: Vertex) -> str:
+    if v.alts is not None:  # `*["a"] | [...string]`: the type of the alternatives, once each
+        kinds = []
+        for alt, _ in v.alts:
+            alt.expand()
+            kinds.append(_type(alt))
+        known = [k for k in dict.fromkeys(kinds) if k not in ("[]_", "_")]
+        return " | ".join(known) or kinds[0]
     if v.kind == STRUCT:
         return "map[string]" + _pattern_type(v) if not _fields(v) and v.patterns else "struct"
     if v.kind == LIST:
@@ -104,6 +111,18 @@ def _default(v: Vertex) -> str:
     return ""
 
 
+def _all_defaulted(v: Vertex) -> bool:
+    """A struct whose every field is optional or has a default need not be given."""
+    if v.kind != STRUCT or not _fields(v):
+        return False
+    for key in _fields(v):
+        arc = v.arcs[key]
+        arc.expand()
+        if not (arc.optional or _default(arc) or _all_defaulted(arc)):
+            return False
+    return True
+
+
 def _nested(v: Vertex) -> Vertex | None:
     if v.kind == STRUCT and _fields(v):
         return v
@@ -123,7 +142,7 @@ def _tables(v: Vertex, path: str) -> list[Table]:
             continue
         arc.expand()
         default = _default(arc)
-        required = not arc.optional and not default
+        required = not arc.optional and not default and not _all_defaulted(arc)
         rows.append(Row(key, _comment(arc, "usage") or "", _type(arc), required, default))
         inner = _nested(arc)
         if inner is not None:

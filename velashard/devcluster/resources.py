@@ -42,6 +42,9 @@ class ResourceType:
     schema: dict[str, Any] | None = None
     printer_columns: tuple[dict[str, Any], ...] = ()
     crd_name: str | None = None
+    # Set on a version served by conversion: the version its objects are stored as (autoscaling/v1 HPAs are
+    # stored as autoscaling/v2, as in kube-apiserver). Empty for the storage version itself.
+    storage_version: str = ""
 
     @property
     def api_version(self) -> str:
@@ -83,8 +86,9 @@ class ResourceType:
 
 
 def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool = True, short: tuple[str, ...] = (),
-        status: bool = False, categories: tuple[str, ...] = ()) -> ResourceType:
-    return ResourceType(group, version, plural, kind, namespaced, kind.lower(), short, categories, status)
+        status: bool = False, categories: tuple[str, ...] = (), stored_as: str = "") -> ResourceType:
+    return ResourceType(group, version, plural, kind, namespaced, kind.lower(), short, categories, status,
+                        storage_version=stored_as)
 
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
@@ -118,8 +122,11 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, short=("pc",)),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=("sc",)),
+    # v2 first: a group's first version is its preferred one in discovery.
     _rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",), status=True,
         categories=("all",)),
+    _rt("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", short=("hpa",), status=True,
+        categories=("all",), stored_as="v2"),
     _rt("coordination.k8s.io", "v1", "leases", "Lease"),
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False,
         short=("crd", "crds"), status=True),
@@ -162,10 +169,19 @@ class Registry:
         return self._by_path.get((group, version, plural))
 
     def for_group_resource(self, group: str, plural: str) -> ResourceType | None:
+        """The storage version's type of a resource."""
         for rt in list(self._by_path.values()):
-            if rt.group == group and rt.plural == plural:
+            if rt.group == group and rt.plural == plural and not rt.storage_version:
                 return rt
         return None
+
+    def storage_of(self, rt: ResourceType) -> ResourceType:
+        """The type `rt`'s objects are stored as: itself, or the storage version of a converted one."""
+        if not rt.storage_version:
+            return rt
+        stored = self.lookup(rt.group, rt.storage_version, rt.plural)
+        assert stored is not None, f"{rt.api_version} {rt.kind} is stored as an unserved version"
+        return stored
 
     def for_kind(self, api_version: str, kind: str) -> ResourceType | None:
         for rt in list(self._by_path.values()):

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from velashard.devcluster import errors, managed_fields, strategies
+from velashard.devcluster import conversion, errors, managed_fields, strategies
 from velashard.devcluster.admission import Admission, Attributes
 from velashard.devcluster.openapi_schema import apply_schema
 from velashard.devcluster.resources import Registry, ResourceType
@@ -107,13 +107,20 @@ class RestAPI:
         self._on_commit = on_commit
         self._ips = ClusterIPs()
 
+    # --- versions served by conversion -----------------------------------------------------------
+
+    def _converted(self, rt: ResourceType, result: Result) -> Result:
+        """A result of the storage version's type, in `rt`'s version."""
+        body = conversion.from_storage(rt, result.body)
+        return result if body is result.body else Result(body, None, result.code)
+
     # --- reads -----------------------------------------------------------------------------------
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         obj = self.store.get(rt.group_resource, (namespace, name))
         if obj is None:
             raise errors.not_found(rt.group, rt.plural, name)
-        return obj
+        return conversion.from_storage(rt, obj)
 
     def matcher(self, rt: ResourceType, namespace: str | None, label_selector: str,
                 field_selector: str) -> Callable[[dict[str, Any]], bool]:
@@ -165,6 +172,8 @@ class RestAPI:
                 remaining += 1
                 continue
             selected.append(obj)
+        if rt.storage_version:
+            selected = [conversion.from_storage(rt, obj) for obj in selected]
         if remaining:
             last = selected[-1]["metadata"]
             token = {"rv": rv, "start": [last.get("namespace") or "", last["name"]]}
@@ -239,6 +248,9 @@ class RestAPI:
 
     def create(self, rt: ResourceType, namespace: str, body: Any, req: Request) -> Result:
         obj = self._check_body(rt, body)
+        if rt.storage_version:
+            stored = self.types.storage_of(rt)
+            return self._converted(rt, self.create(stored, namespace, conversion.to_storage(rt, obj), req))
         meta = _meta(obj)
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
@@ -281,6 +293,10 @@ class RestAPI:
     def update(self, rt: ResourceType, namespace: str, name: str, body: Any, req: Request,
                subresource: str | None = None) -> Result:
         obj = self._check_body(rt, body)
+        if rt.storage_version:
+            stored = self.types.storage_of(rt)
+            return self._converted(rt, self.update(stored, namespace, name, conversion.to_storage(rt, obj), req,
+                                                   subresource))
         meta = _meta(obj)
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL "
@@ -326,11 +342,18 @@ class RestAPI:
                                          f"the name on the URL ({name})")
             return result
 
+        if rt.storage_version:  # the patch applies to the object as this version shows it
+            stored = self.types.storage_of(rt)
+            return self._converted(rt, self._update(
+                stored, namespace, name,
+                lambda old: conversion.to_storage(rt, patched(conversion.from_storage(rt, old))), req, subresource))
         return self._update(rt, namespace, name, patched, req, subresource)
 
     def update_with(self, rt: ResourceType, namespace: str, name: str,
                     make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request, subresource: str) -> Result:
         """An update computed from the stored object, for subresources (scale) that rewrite part of it."""
+        if rt.storage_version:
+            raise errors.method_not_allowed()
         return self._update(rt, namespace, name, make_new, req, subresource)
 
     def _server_side_apply(self, rt: ResourceType, namespace: str, name: str, config: Any, req: Request,
@@ -341,6 +364,11 @@ class RestAPI:
         if (config.get("metadata") or {}).get("managedFields") is not None:
             raise errors.bad_request("metadata.managedFields must be nil")
         config = self._check_body(rt, copy.deepcopy(config))
+        if rt.storage_version:
+            # Applied as the storage version, so fields are owned and conflict there; managedFields name it.
+            stored = self.types.storage_of(rt)
+            return self._converted(rt, self._server_side_apply(
+                stored, namespace, name, conversion.to_storage(rt, config, partial=True), req, subresource))
         if config["metadata"].get("name") not in (None, name):
             raise errors.bad_request(f"the name of the object ({config['metadata']['name']}) does not match the "
                                      f"name on the URL ({name})")
@@ -443,6 +471,8 @@ class RestAPI:
         options = options or {}
         if not isinstance(options, dict):
             raise errors.bad_request("DeleteOptions must be a JSON object")
+        if rt.storage_version:
+            return self._converted(rt, self.delete(self.types.storage_of(rt), namespace, name, options, req))
         gr = rt.group_resource
         key = (namespace if rt.namespaced else "", name)
         for _ in range(_MAX_UPDATE_RETRIES):

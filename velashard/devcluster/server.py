@@ -29,7 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import access, errors, managed_fields, openapi_builtin, protobuf, review_protobuf, scale
+from velashard.devcluster import (access, conversion, errors, managed_fields, openapi_builtin, protobuf,
+                                  review_protobuf, scale)
 from velashard.devcluster.admission import Admission
 from velashard.devcluster.authn import ANONYMOUS, service_account_user, split_service_account
 from velashard.devcluster.audit import AuditLog
@@ -673,7 +674,7 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 line = watcher.get(timeout=min(remaining, 1.0))
                 if line is not None:
-                    self._chunk(line)
+                    self._chunk(conversion.watch_line(rt, line))
                     last_sent = time.monotonic()
                     continue
                 if watcher.closed:

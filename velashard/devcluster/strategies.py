@@ -11,7 +11,7 @@ import copy
 import re
 from typing import Any
 
-from velashard.devcluster import policy
+from velashard.devcluster import hpa_versions, policy
 from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
 from velashard.devcluster.validation import Cause, is_dns1123_subdomain
 
@@ -120,6 +120,8 @@ def apply_defaults(kind: str, obj: dict[str, Any]) -> None:
     """Defaulting kube-apiserver performs on decode (a subset covering the fields users notice)."""
     policy.apply_defaults(kind, obj)
     spec = obj.get("spec")
+    if kind == "HorizontalPodAutoscaler":  # objects here are autoscaling/v2, the storage version
+        hpa_versions.default_v2(obj)
     if kind in ("ReplicaSet", "ReplicationController") and isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("minReadySeconds", 0)

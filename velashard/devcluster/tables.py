@@ -7,6 +7,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from velashard.devcluster import conversion
 from velashard.devcluster.resources import ResourceType
 
 _FILTER = re.compile(r"^\?\(@\.([\w.-]+)\s*==\s*['\"]?([^'\"]*)['\"]?\)$")
@@ -103,6 +104,43 @@ def _node_roles(obj: dict[str, Any]) -> str:
     return ",".join(roles) or "<none>"
 
 
+def _hpa_target(spec: dict[str, Any], status: Any) -> str:
+    """One metric as kubectl prints it: current/target, `<unknown>` before the controller measured it."""
+    kind = spec.get("type")
+    key = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods", "Object": "object",
+           "External": "external"}.get(kind or "")
+    source = spec.get(key) if key else None
+    if not isinstance(source, dict):
+        return "<unknown type>"
+    target = source.get("target") or {}
+    current = ((status or {}).get(key) or {}).get("current") or {} if isinstance(status, dict) else {}
+    if key in ("resource", "containerResource"):
+        if target.get("averageValue") is not None:
+            return f'{source.get("name", "")}: {current.get("averageValue", "<unknown>")}/{target["averageValue"]}'
+        now = f'{current["averageUtilization"]}%' if current.get("averageUtilization") is not None else "<unknown>"
+        goal = f'{target["averageUtilization"]}%' if target.get("averageUtilization") is not None else "<auto>"
+        return f'{source.get("name", "")}: {now}/{goal}'
+    if key == "pods" or target.get("averageValue") is not None:
+        suffix = "" if key == "pods" else " (avg)"
+        return f'{current.get("averageValue", "<unknown>")}/{target.get("averageValue")}{suffix}'
+    return f'{current.get("value", "<unknown>")}/{target.get("value")}'
+
+
+def _hpa_targets(obj: dict[str, Any]) -> str:
+    specs = [m for m in (obj.get("spec") or {}).get("metrics") or [] if isinstance(m, dict)]
+    if not specs:
+        return "<none>"
+    statuses = (obj.get("status") or {}).get("currentMetrics") or []
+    shown = [_hpa_target(m, statuses[i] if i < len(statuses) else None) for i, m in enumerate(specs)]
+    text = ", ".join(shown[:2])
+    return text + (f" + {len(shown) - 2} more..." if len(shown) > 2 else "")
+
+
+def _hpa_reference(obj: dict[str, Any]) -> str:
+    ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+    return f'{ref.get("kind", "")}/{ref.get("name", "")}'
+
+
 _REPLICA_COLUMNS: list[tuple[Any, ...]] = [
     ("Desired", "integer", lambda o: (o.get("spec") or {}).get("replicas", 0)),
     ("Current", "integer", lambda o: (o.get("status") or {}).get("replicas", 0)),
@@ -130,6 +168,12 @@ _BUILTIN_COLUMNS: dict[str, list[tuple[Any, ...]]] = {
                 ("Cluster-IP", "string", lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),
                 ("Ports", "string", _ports)],
     "Lease": [("Holder", "string", lambda o: (o.get("spec") or {}).get("holderIdentity") or "")],
+    # Read from the autoscaling/v2 form, whatever version was asked for.
+    "HorizontalPodAutoscaler": [
+        ("Reference", "string", _hpa_reference), ("Targets", "string", _hpa_targets),
+        ("MinPods", "string", lambda o: str((o.get("spec") or {}).get("minReplicas", "<unset>"))),
+        ("MaxPods", "integer", lambda o: (o.get("spec") or {}).get("maxReplicas", 0)),
+        ("Replicas", "integer", lambda o: (o.get("status") or {}).get("currentReplicas", 0))],
     "Job": [("Completions", "string", lambda o: f'{(o.get("status") or {}).get("succeeded", 0)}/'
                                                 f'{(o.get("spec") or {}).get("completions", 1)}')],
 }
@@ -157,7 +201,8 @@ def to_table(rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[st
         getters.append(lambda o: human_age(o["metadata"].get("creationTimestamp")))
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": [g(obj) for g in getters]}
+        view = conversion.to_storage(rt, obj) if rt.storage_version else obj
+        row: dict[str, Any] = {"cells": [g(view) for g in getters]}
         if include == "Object":
             row["object"] = obj
         elif include != "None":

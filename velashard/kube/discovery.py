@@ -35,10 +35,14 @@ class Discovery:
 
     def _load(self) -> None:
         by_kind, by_resource = {}, {}
-        versions = [("", "v1")]
+        versions = [("", "v1", True)]
         for group in self._client.request("discovery", "GET", "/apis").get("groups") or []:
-            versions.append((group["name"], group["preferredVersion"]["version"]))
-        for group, version in versions:
+            preferred = group["preferredVersion"]["version"]
+            versions.append((group["name"], preferred, True))
+            # other served versions resolve by apiVersion/kind (KubeVela's cpuscaler renders autoscaling/v1)
+            versions += [(group["name"], v["version"], False) for v in group.get("versions") or []
+                         if v.get("version") and v["version"] != preferred]
+        for group, version, is_preferred in versions:
             path = f"/apis/{group}/{version}" if group else f"/api/{version}"
             try:
                 listing = self._client.request("discovery", "GET", path)
@@ -49,7 +53,10 @@ class Discovery:
                     continue
                 res = Resource(group, version, entry["name"], entry["kind"], entry.get("namespaced", True))
                 by_kind[(res.api_version, res.kind)] = res
-                by_resource[(group, res.plural)] = res
+                if is_preferred:
+                    by_resource[(group, res.plural)] = res
+                else:
+                    by_resource.setdefault((group, res.plural), res)
                 # singular names too, as a RESTMapper resolves them (KubeVela's ref-objects say `resource: configmap`)
                 by_resource.setdefault((group, entry.get("singularName") or entry["kind"].lower()), res)
         self._by_kind, self._by_resource, self._loaded = by_kind, by_resource, True

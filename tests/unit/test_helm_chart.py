@@ -118,3 +118,18 @@ def test_chart_crds_match_the_code():
         with open(os.path.join(directory, f'{crd["metadata"]["name"]}.yaml')) as fh:
             assert yaml.safe_load(fh) == crd, crd["metadata"]["name"]
     assert len(os.listdir(directory)) == len(CRDS)
+
+
+def test_chart_definitions_match_the_catalog_and_are_installed():
+    from velashard.core.builtins import builtin_definitions
+
+    directory = os.path.join(CHART, "definitions")
+    catalog = builtin_definitions()
+    for definition in catalog:
+        with open(os.path.join(directory, f'{definition["metadata"]["name"]}.yaml')) as fh:
+            assert yaml.safe_load(fh) == definition, definition["metadata"]["name"]
+    assert len(os.listdir(directory)) == len(catalog)
+    docs = render({})
+    rendered = {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].endswith("Definition")}
+    assert rendered == {(d["kind"], d["metadata"]["name"]) for d in catalog}
+    assert not [d for d in render({"definitions": {"install": False}}) if d["kind"].endswith("Definition")]

@@ -21,9 +21,11 @@ def _established(crd: dict) -> bool:
 
 
 def install(client: KubeClient, report: Callable[[str], None] = lambda _line: None, timeout: float = 60.0,
-            shard_guard_users: Sequence[str] | None = None, shard_guard_groups: Sequence[str] = ()) -> None:
+            shard_guard_users: Sequence[str] | None = None, shard_guard_groups: Sequence[str] = (),
+            definitions: bool = True) -> None:
     """CRDs first (waiting until they are served), then vela-system and the built-in definitions; with
-    `shard_guard_users` (sharding: the controller's identity and shard admins) also the shard-label guard."""
+    `shard_guard_users` (sharding: the controller's identity and shard admins) also the shard-label guard; without
+    `definitions`, the built-in definitions are left to the chart."""
     for crd in CRDS:
         report(f'customresourcedefinition/{crd["metadata"]["name"]} {upsert(client, CRD_RESOURCE, crd)}')
     deadline = time.monotonic() + timeout
@@ -35,7 +37,7 @@ def install(client: KubeClient, report: Callable[[str], None] = lambda _line: No
             time.sleep(0.1)
     report(f"namespace/{SYSTEM_NAMESPACE} " + upsert(client, NAMESPACES, {
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}))
-    for definition in builtin_definitions():
+    for definition in builtin_definitions() if definitions else []:
         res = DEFINITION_RESOURCES[definition["kind"]]
         report(f'{definition["kind"].lower()}/{definition["metadata"]["name"]} {upsert(client, res, definition)}')
     if shard_guard_users is not None:

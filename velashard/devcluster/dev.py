@@ -160,7 +160,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     os.makedirs(kubelet.log_dir, exist_ok=True)
     release = None
     try:
-        install(client)
+        install(client, definitions=False)  # the chart installs the built-in definitions, as for users
         release = install_chart(kubeconfig)
         if shards:
             enable_shards(client, shards)

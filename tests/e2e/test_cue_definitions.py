@@ -38,7 +38,7 @@ spec:
     healthPolicy: |
       isHealth: context.output.status.readyReplicas == context.output.spec.replicas
     customStatus: |
-      message: "\\(context.output.status.readyReplicas) of \\(context.output.spec.replicas) ready, port \\(parameter.port)"
+      message: "\\(context.output.status.readyReplicas) of \\(context.output.spec.replicas) ready, port \\(context.output.spec.template.spec.containers[0].ports[0].containerPort)"
   schematic:
     cue:
       template: |

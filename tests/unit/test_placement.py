@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from velashard.apis import labels
 from velashard.sharding.placement import (PlacementState, due_orphans, misplaced, place, place_all,
                                           track_unavailable)
+from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.decisions import MutationContext, ValidationContext
 from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
@@ -32,7 +33,7 @@ def webhook_path(strategy: str, apps: list[dict], shards: list[str], loads: dict
                  pins: dict[str, str] | None = None) -> Counter:
     """Creates through the mutating webhook's HTTP handler, the loads read afresh for every request."""
     pick = make_pick(strategy, lambda: list(shards), lambda: dict(loads), lambda ns: (pins or {}).get(ns))
-    http = create_app(MutationContext(pick=pick), ValidationContext()).test_client()
+    http = create_app(MutationContext(pick=pick, signer=Signer.generate()), ValidationContext()).test_client()
     counts: Counter = Counter()
     for obj in apps:
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {

@@ -16,7 +16,7 @@ from velashard.kube.informer import EventHandler
 from velashard.kube.manager import Manager
 from velashard.kube.resources import LEASES, PODS
 from velashard.observability import SHARDS_AVAILABLE, fields
-from velashard.sharding.loads import LEASE_LABEL
+from velashard.sharding.loads import LEASE_LABEL, parse_loads
 from velashard.sharding.membership import AVAILABLE, LeaseSeen, Member, membership, observe, pod_ready
 
 log = logging.getLogger("velashard.sharding.discovery")
@@ -57,13 +57,14 @@ class ShardDiscovery:
         self._listeners: list[Callable[[list[str]], None]] = []
         self._seen: dict[str, LeaseSeen] = {}
         self.informer = None
+        # The shard Leases carry the load reports, and with the pods they make membership.
+        self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
         if static is None:
             refresh = EventHandler(lambda _o: self.refresh(), lambda _o, _n: self.refresh(),
                                    lambda _o: self.refresh())
             self.informer = manager.informer(PODS, namespace, label_selector=POD_SELECTOR,
                                              resync_period=resync_period)
             self.informer.add_handler(refresh)
-            self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
             self.leases.add_handler(refresh)
         SHARDS_AVAILABLE.set(len(self._available))
 
@@ -81,6 +82,10 @@ class ShardDiscovery:
             self._seen = observe(self._seen, leases, now)
             seen = dict(self._seen)
         return membership(self.informer.store.list(), leases, seen, now)
+
+    def loads(self) -> dict[str, int]:
+        """shard id -> the app count it last published, from the cached Leases."""
+        return parse_loads(self.leases.store.list())
 
     def on_change(self, listener: Callable[[list[str]], None]) -> None:
         self._listeners.append(listener)

@@ -5,6 +5,7 @@ and driven by its informers' events, with no request of its own at steady state.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -12,9 +13,10 @@ import pytest
 from velashard.apis import labels
 from velashard.apis.oam import API_VERSION, APPLICATIONS
 from velashard.core.install import install
+from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
-from velashard.kube.resources import NAMESPACES
+from velashard.kube.resources import LEASES, NAMESPACES, PODS
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.keys import SigningKey
 from velashard.sharding.placement import PlacementState, place
@@ -152,3 +154,62 @@ def test_events_drive_it_and_at_steady_state_it_sends_nothing(server, kube, sche
     requests = [r for r in server.audit.since(since)["items"] if "shard=master" in r["userAgent"]
                 and r["verb"] != "watch"]
     assert requests == [], [(r["verb"], r["resource"]) for r in requests]
+
+
+def shard_pod(kube: KubeClient, shard: str, ready: bool) -> None:
+    name = f"vela-core-{shard}"
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "vela-system", "labels": {
+        labels.POD_NAME_LABEL: labels.POD_NAME_VALUE, labels.SHARD_ID: shard}},
+        "spec": {"containers": [{"name": "vela-core", "image": "velashard"}]}}
+    if not kube.list(PODS, "vela-system", field_selector=f"metadata.name={name}")["items"]:
+        kube.create(PODS, body)
+    kube.patch_status(PODS, name, {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "vela-core", "ready": ready, "state": {"running": {}}}]}}, "vela-system")
+
+
+def shard_lease(kube: KubeClient, shard: str, holder: str) -> None:
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
+        "name": f"velashard-{shard}", "namespace": "vela-system", "labels": {labels.SHARD_ID: shard}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600, "renewTime": "2024-01-01T00:00:00.000000Z"}}
+    try:
+        current = kube.get(LEASES, f"velashard-{shard}", "vela-system")
+        current["spec"] = body["spec"]
+        kube.update(LEASES, current)
+    except errors.NotFound:
+        kube.create(LEASES, body)
+
+
+def test_a_released_lease_moves_a_suspects_apps_at_once(server, kube):
+    """A suspect shard's apps wait for its lease to expire (an hour here); a clean shutdown releases the lease,
+    and that event, not a timer, moves them."""
+    namespace(kube, "suspects")
+    for shard in ("alive", "leaving"):
+        shard_pod(kube, shard, True)
+        shard_lease(kube, shard, f"{shard}-1")
+    for i in range(3):
+        create_app(kube, "suspects", f"s{i}", "leaving")
+    client = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="master", qps=500, burst=500)
+    manager = Manager(client, "master")
+    keys = SigningKey(client, "vela-system")
+    background = BackgroundScheduler(manager, ShardDiscovery(manager, "vela-system"), "round-robin", "vela-system",
+                                     keys, period=3600.0, grace=3600.0)
+    threading.Thread(target=manager.start_controllers, daemon=True).start()
+    keys.load()
+    try:
+        eventually(manager.ready, timeout=10)
+        background.start()
+        eventually(lambda: background.discovery.available() == ["alive", "leaving"], timeout=10)
+        shard_pod(kube, "leaving", False)  # NotReady: suspect, its lease still held
+        eventually(lambda: background.orphans is not None and len(
+            [a for a in background.orphans.store.list() if a["metadata"]["namespace"] == "suspects"]) == 3, timeout=10)
+        time.sleep(1.0)
+        assert shards_in(kube, "suspects") == {"leaving": 3}
+        shard_lease(kube, "leaving", "")  # released on a clean shutdown
+        eventually(lambda: shards_in(kube, "suspects") == {"alive": 3}, timeout=5)
+    finally:
+        background.stop()
+        manager.shutdown()
+        for shard in ("alive", "leaving"):
+            kube.delete(PODS, f"vela-core-{shard}", "vela-system")
+            kube.delete(LEASES, f"velashard-{shard}", "vela-system")

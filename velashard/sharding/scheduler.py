@@ -72,6 +72,7 @@ class BackgroundScheduler:
         self._rebalance = False
         self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
+        discovery.on_members_change(self._wake.set)  # e.g. a released lease: a suspect's apps may move now
         keys.on_ready(self._wake.set)
 
     def _shards_changed(self, _shards: list[str]) -> None:

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hack.bench_apiserver import _commit  # noqa: E402
 from velashard.sharding.placement import PlacementState, place, place_all  # noqa: E402
+from velashard.sharding.proof import Signer  # noqa: E402
 from velashard.sharding.strategies import STRATEGIES, app_identity  # noqa: E402
 from velashard.webhook.decisions import MutationContext, ValidationContext  # noqa: E402
 from velashard.webhook.server import MUTATING_PATH, create_app, make_pick  # noqa: E402
@@ -33,7 +34,7 @@ GOALS = {"round-robin": 1.05, "least-loaded": 1.05, "consistent-hash": 1.15, "ra
 
 def webhook_counts(strategy: str, apps: list[dict], shards: list[str], loads: dict[str, int]) -> Counter:
     pick = make_pick(strategy, lambda: list(shards), lambda: dict(loads), lambda namespace: None)
-    http = create_app(MutationContext(pick=pick), ValidationContext()).test_client()
+    http = create_app(MutationContext(pick=pick, signer=Signer.generate()), ValidationContext()).test_client()
     counts: Counter = Counter()
     for app in apps:
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {

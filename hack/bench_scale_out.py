@@ -1,6 +1,7 @@
 """Scale-out benchmark, printing one JSON object.
 
-2,000 apps are created already labelled for their shards (round-robin), with no controller running;
+2,000 apps are created already labelled for their shards (round-robin, each with its proof signed with the
+master's key, which this script makes and publishes as the master would), with no controller running;
 then 1 slave shard (first run) or 2 (second run, fresh API server) are started and the wall time
 until every app runs is measured. The figure is time with 1 shard / time with 2 shards. Every
 process shares this machine's cores with the API server, which bounds the speed-up.
@@ -21,16 +22,22 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hack.bench_apiserver import _commit, request  # noqa: E402
-from hack.benchlib import APPS_NS, Cluster, app_body  # noqa: E402
+from hack.benchlib import APPS_NS, RUNTIME_NS, Cluster, app_body  # noqa: E402
 from velashard.apis import labels  # noqa: E402
+from velashard.sharding.keys import SigningKey  # noqa: E402
+from velashard.sharding.proof import with_proof  # noqa: E402
 
 
 def create_labelled(cluster: Cluster, count: int, shards: list[str], threads: int = 4) -> None:
+    signer = SigningKey(cluster.client, RUNTIME_NS).load()
+
     def worker(indices: range) -> None:
         conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=60)
         for i in indices:
             body = app_body(f"app-{i}")
+            body["metadata"]["namespace"] = APPS_NS
             body["metadata"]["labels"] = {labels.SCHEDULED_SHARD_ID: shards[i % len(shards)]}
+            body = with_proof(body, signer)
             code, answer = request(conn, cluster.token, "POST",
                                    f"/apis/core.oam.dev/v1beta1/namespaces/{APPS_NS}/applications", body)
             if code != 201:

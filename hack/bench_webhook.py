@@ -37,11 +37,12 @@ def review(i: int) -> dict:
 
 
 def bench_handler(n: int = 5000) -> dict:
+    from velashard.sharding.proof import Signer
     from velashard.webhook.decisions import MutationContext, ValidationContext, mutate, parse_review
     from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
 
     ctx = MutationContext(pick=make_pick("round-robin", lambda: ["shard-0", "shard-1", "shard-2"], dict,
-                                         lambda namespace: None))
+                                         lambda namespace: None), signer=Signer.generate())
     bodies = [json.dumps(review(i)).encode() for i in range(n)]
     direct = []
     for body in bodies:
@@ -95,6 +96,7 @@ def main() -> int:
 
     from velashard.core.install import install
     from velashard.kube.client import KubeClient
+    from velashard.sharding.proof import Signer
     from velashard.webhook.certificates import make_ca, make_serving_cert
     from velashard.webhook.runner import WebhookOptions, register
 
@@ -106,9 +108,12 @@ def main() -> int:
     cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
     open(cert, "wb").write(serving.cert_pem)
     open(key, "wb").write(serving.key_pem)
+    signing_key = os.path.join(workdir, "signing.key")
+    open(signing_key, "wb").write(Signer.generate().private_pem())
     hook_port = _free_port()
     hook = subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
                              "--bind", f"127.0.0.1:{hook_port}", "--certfile", cert, "--keyfile", key,
+                             "--signing-key-file", signing_key,
                              "--namespace", "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -37,6 +37,10 @@ SCHEDULE_TOTAL = Counter("velashard_schedule_total", "Scheduling decisions by st
                          ["strategy", "result"], registry=REGISTRY)
 RESCHEDULE_TOTAL = Counter("velashard_reschedule_total", "Applications moved between shards, by reason",
                            ["reason"], registry=REGISTRY)
+ASSIGNMENTS_REJECTED = Counter("velashard_shard_assignments_rejected_total",
+                               "Applications this shard handed back to the scheduler unrun because their shard "
+                               "assignment had no valid proof, by reason (missing or invalid)", ["reason"],
+                               registry=REGISTRY)
 WEBHOOK_LATENCY = Histogram("velashard_webhook_duration_seconds", "Admission webhook handling time", ["webhook"],
                             registry=REGISTRY, buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5, 1))
 APPS_RECONCILED = Gauge("velashard_applications_reconciled",

@@ -18,9 +18,11 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
 from velashard.sharding.move import set_shard
+from velashard.sharding.proof import Signer
 from tests.integration.helpers import eventually
 
 SHARD = "s1"
+SIGNER = Signer.generate()  # the shard here checks no proof (no assignment_key_namespace)
 NS = "managed"
 
 
@@ -132,7 +134,7 @@ def move(kube: KubeClient, name: str, shard: str) -> None:
     """As the master moves an app (its status may change meanwhile: try again on a conflict)."""
     for _ in range(20):
         try:
-            set_shard(kube, kube.get(APPLICATIONS, name, NS), shard, "test")
+            set_shard(kube, kube.get(APPLICATIONS, name, NS), shard, "test", SIGNER)
             return
         except errors.Conflict:
             time.sleep(0.1)

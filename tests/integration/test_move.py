@@ -10,6 +10,9 @@ from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.sharding.move import set_shard
+from velashard.sharding.proof import Signer
+
+SIGNER = Signer.generate()
 
 
 def test_a_failed_app_patch_rolls_dependents_back(make_apiserver):
@@ -26,12 +29,13 @@ def test_a_failed_app_patch_rolls_dependents_back(make_apiserver):
         "name": "a-default", "labels": owner}, "spec": {}})
     kube.patch(APPLICATIONS, "a", {"metadata": {"annotations": {"touched": "yes"}}}, "default")  # app is now stale
     with pytest.raises(errors.Conflict):
-        set_shard(kube, app, "s2", "test")
+        set_shard(kube, app, "s2", "test", SIGNER)
     assert kube.get(APPLICATIONS, "a", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s1"
     assert kube.get(APPLICATION_REVISIONS, "a-v1", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s1"
     assert kube.get(RESOURCE_TRACKERS, "a-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s1"
-    moved = set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "test")
+    moved = set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "test", SIGNER)
     assert moved["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
+    assert SIGNER.proves("default", "a", "s2", moved["metadata"]["annotations"][labels.ASSIGNMENT_PROOF])
     assert kube.get(RESOURCE_TRACKERS, "a-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
 
 
@@ -59,9 +63,9 @@ def test_managed_resources_move_with_the_app_and_back_on_failure(make_apiserver)
 
     kube.patch(APPLICATIONS, "a", {"metadata": {"annotations": {"touched": "yes"}}}, "default")  # app is now stale
     with pytest.raises(errors.Conflict):
-        set_shard(kube, app, "s2", "test")
+        set_shard(kube, app, "s2", "test", SIGNER)
     assert shard_of("mine") == "s1" and shard_of("theirs") == "s3"
-    set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "test")
+    set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "test", SIGNER)
     assert shard_of("mine") == "s2"
     assert shard_of("theirs") == "s3"  # recorded by the app but owned by another: left alone
 
@@ -86,7 +90,7 @@ def test_a_failed_shards_dependents_are_listed_once_and_each_app_moves_with_its_
     found = shard_dependents(kube, "gone")
     assert {k: sorted(o["metadata"]["name"] for _, o in v) for k, v in found.items()} == {
         ("default", "a"): ["a-default", "a-v1", "a-v2"], ("default", "b"): ["b-default", "b-v1", "b-v2"]}
-    set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "failover", found[("default", "a")])
+    set_shard(kube, kube.get(APPLICATIONS, "a", "default"), "s2", "failover", SIGNER, found[("default", "a")])
     lists = [r for r in server.audit.since(since)["items"] if r["verb"] == "list"]
     assert len(lists) == 2  # one list of revisions and one of trackers for the whole shard, none per app
     assert {kube.get(APPLICATION_REVISIONS, f"a-{rev}", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID]

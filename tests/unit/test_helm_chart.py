@@ -112,6 +112,19 @@ def test_least_privilege_rbac():
     assert {s["name"] for s in app_binding["subjects"]} == {"kubevela-velashard", "kubevela-velashard-shard"}
 
 
+def test_shard_admins_may_read_the_signing_key_and_nothing_else_here():
+    from velashard.sharding.keys import SIGNING_KEY_SECRET
+
+    assert not [d for d in render({"sharding": {"enabled": True}}) if d["kind"] == "Role"]
+    docs = render({"sharding": {"enabled": True, "shardAdmins": {"users": ["ops"], "groups": ["sre"]}}})
+    role = find(docs, "Role", "kubevela-velashard-shard-admin")
+    assert role["metadata"]["namespace"] == "vela-system"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SIGNING_KEY_SECRET],
+                              "verbs": ["get"]}]
+    binding = find(docs, "RoleBinding", "kubevela-velashard-shard-admin")
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("User", "ops"), ("Group", "sre")]
+
+
 def test_chart_crds_match_the_code():
     directory = os.path.join(CHART, "crds")
     for crd in CRDS:

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from velashard.apis import labels
-from velashard.sharding.placement import (PlacementState, due_orphans, misplaced, place, place_all,
-                                          track_unavailable)
+from velashard.sharding.placement import (PlacementState, acted_on, due_in, due_orphans, misplaced, place,
+                                          place_all, track_unavailable)
+from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.decisions import MutationContext, ValidationContext
 from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
@@ -32,7 +33,7 @@ def webhook_path(strategy: str, apps: list[dict], shards: list[str], loads: dict
                  pins: dict[str, str] | None = None) -> Counter:
     """Creates through the mutating webhook's HTTP handler, the loads read afresh for every request."""
     pick = make_pick(strategy, lambda: list(shards), lambda: dict(loads), lambda ns: (pins or {}).get(ns))
-    http = create_app(MutationContext(pick=pick), ValidationContext()).test_client()
+    http = create_app(MutationContext(pick=pick, signer=Signer.generate()), ValidationContext()).test_client()
     counts: Counter = Counter()
     for obj in apps:
         review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
@@ -169,3 +170,22 @@ def test_orphans_move_once_their_shard_has_been_gone_for_the_grace_period():
     assert [x["metadata"]["name"] for x in due_orphans(apps, since, now=159.9, grace=60)] == []
     assert [x["metadata"]["name"] for x in due_orphans(apps, since, now=160.0, grace=60)] == ["app-2"]
     assert [x["metadata"]["name"] for x in due_orphans(apps, since, now=210.0, grace=60)] == ["app-2", "app-3"]
+
+
+def test_the_scheduler_wakes_when_the_next_orphans_become_due():
+    from velashard.sharding.membership import DEAD, SUSPECT, Member
+    since = {"dead": 100.0, "unknown": 130.0, "suspect": 100.0}
+    members = {"dead": Member(DEAD, True), "suspect": Member(SUSPECT, False, expires_in=4.0)}
+    assert due_in(since, now=110.0, grace=60, members=members) == 4.0  # the suspect's lease expires first
+    assert due_in(since, now=110.0, grace=60, members={"dead": Member(DEAD, True)}) == 50.0
+    # Apps due already were moved in this pass; nothing left to wait for but the unknown shard.
+    assert due_in(since, now=170.0, grace=60, members={"dead": Member(DEAD, True)}) == 20.0
+    assert due_in({"suspect": 100.0}, now=110.0, grace=60, members={"suspect": Member(SUSPECT, True)}) is None
+    assert due_in({}, now=0.0, grace=60) is None
+
+
+def test_a_move_is_not_started_twice_from_the_same_cached_version():
+    moved = {"metadata": {"uid": "u1", "resourceVersion": "5"}}
+    assert acted_on(moved, {"u1": "5"})
+    assert not acted_on({"metadata": {"uid": "u1", "resourceVersion": "6"}}, {"u1": "5"})  # changed since: again
+    assert not acted_on(moved, {})

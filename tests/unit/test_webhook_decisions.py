@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from velashard.sharding.proof import Signer
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate)
 from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH, create_app
@@ -16,16 +17,20 @@ from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING
 SHARD = "controller.core.oam.dev/scheduled-shard-id"
 MARK = "controller.core.oam.dev/shard-assigned-by-webhook"
 MARK_PATH = MARK.replace("/", "~1")
+PROOF = "controller.core.oam.dev/shard-assignment-proof"
+PROOF_PATH = PROOF.replace("/", "~1")
+SIGNER = Signer.generate()
 
 
-def request(op="CREATE", labels=None, old_labels=None, user="alice", steps=None):
+def request(op="CREATE", labels=None, old_labels=None, user="alice", steps=None, old_annotations=None):
     obj = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
            "metadata": {"name": "a", "namespace": "n", **({"labels": labels} if labels is not None else {})},
            "spec": {"components": [], **({"workflow": {"steps": steps}} if steps else {})}}
-    old = None if old_labels is None else {**obj, "metadata": {"name": "a", "namespace": "n", "labels": old_labels}}
+    old = None if old_labels is None else {**obj, "metadata": {"name": "a", "namespace": "n", "labels": old_labels,
+                                                                 "annotations": old_annotations or {}}}
     return {"uid": "u1", "operation": op, "kind": {"group": "core.oam.dev", "version": "v1beta1",
                                                     "kind": "Application"},
-            "object": obj, "oldObject": old, "userInfo": {"username": user}}
+            "namespace": "n", "name": "a", "object": obj, "oldObject": old, "userInfo": {"username": user}}
 
 
 def patch_of(answer):
@@ -33,32 +38,62 @@ def patch_of(answer):
     return json.loads(base64.b64decode(response["patch"])) if "patch" in response else []
 
 
-def test_mutate_schedules_inherits_and_names_steps():
-    ctx = MutationContext(pick=lambda app: "shard-1")
-    assert patch_of(mutate(request(), ctx))[:2] == [
+def test_mutate_schedules_with_a_proof_and_names_steps():
+    ctx = MutationContext(pick=lambda app: "shard-1", signer=SIGNER)
+    assert patch_of(mutate(request(), ctx)) == [
         {"op": "add", "path": "/metadata/labels", "value": {}},
-        {"op": "add", "path": "/metadata/labels/controller.core.oam.dev~1scheduled-shard-id", "value": "shard-1"}]
-    inherited = patch_of(mutate(request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}), ctx))
-    assert inherited[-1]["value"] == "shard-9"
+        {"op": "add", "path": "/metadata/labels/controller.core.oam.dev~1scheduled-shard-id", "value": "shard-1"},
+        {"op": "add", "path": "/metadata/annotations", "value": {}},
+        {"op": "add", "path": f"/metadata/annotations/{PROOF_PATH}", "value": SIGNER.sign("n", "a", "shard-1")},
+        {"op": "add", "path": f"/metadata/annotations/{MARK_PATH}", "value": "shard-1"}]
+    assert SIGNER.proves("n", "a", "shard-1", SIGNER.sign("n", "a", "shard-1"))
     assert patch_of(mutate(request(labels={SHARD: "x"}), ctx)) == []
     named = patch_of(mutate(request(labels={SHARD: "x"}, steps=[{"type": "deploy"}, {"name": "b", "type": "suspend"}]),
                             ctx))
     assert named == [{"op": "add", "path": "/spec/workflow/steps/0/name", "value": "deploy-1"}]
-    off = MutationContext(pick=lambda app: "shard-1", auto_schedule=False)
+    off = MutationContext(pick=lambda app: "shard-1", signer=SIGNER, auto_schedule=False)
     assert patch_of(mutate(request(), off)) == []
-    assert patch_of(mutate(request(), MutationContext(pick=lambda app: None))) == []
+    assert patch_of(mutate(request(), MutationContext(pick=lambda app: None, signer=SIGNER))) == []
 
 
-def test_mutate_marks_its_own_choice_and_strips_a_users_copy():
-    ctx = MutationContext(pick=lambda app: "shard-1")
-    marked = patch_of(mutate(request(), ctx))
-    assert marked[-2:] == [{"op": "add", "path": "/metadata/annotations", "value": {}},
-                           {"op": "add", "path": f"/metadata/annotations/{MARK_PATH}", "value": "shard-1"}]
+def test_a_removed_label_comes_back_only_with_a_valid_proof():
+    ctx = MutationContext(pick=lambda app: "shard-1", signer=SIGNER)
+    proven = request("UPDATE", labels={}, old_labels={SHARD: "shard-9"},
+                     old_annotations={PROOF: SIGNER.sign("n", "a", "shard-9")})
+    restored = patch_of(mutate(proven, ctx))
+    assert restored[0]["value"] == "shard-9" and restored[-1] == {
+        "op": "add", "path": f"/metadata/annotations/{PROOF_PATH}", "value": SIGNER.sign("n", "a", "shard-9")}
+    assert not [op for op in restored if op["path"].endswith(MARK_PATH)]  # inheriting is no new choice
+    # A shard handing back an assignment without a valid proof: left for the background scheduler, which moves
+    # the app with its dependents (the webhook would only relabel the app).
+    for annotations in ({}, {PROOF: "forged"}, {PROOF: SIGNER.sign("n", "a", "shard-8")},
+                        {PROOF: Signer.generate().sign("n", "a", "shard-9")}):
+        handed_back = request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}, old_annotations=annotations)
+        assert patch_of(mutate(handed_back, ctx)) == []
+
+
+def test_mutate_strips_a_users_copy_of_its_mark():
+    ctx = MutationContext(pick=lambda app: "shard-1", signer=SIGNER)
     forged = request(labels={SHARD: "shard-2"})
     forged["object"]["metadata"]["annotations"] = {MARK: "shard-2"}
     assert patch_of(mutate(forged, ctx)) == [{"op": "remove", "path": f"/metadata/annotations/{MARK_PATH}"}]
-    inherited = patch_of(mutate(request("UPDATE", labels={}, old_labels={SHARD: "shard-9"}), ctx))
-    assert not [op for op in inherited if "annotations" in op["path"]]  # inheriting is no new choice
+    copied = request()
+    copied["object"]["metadata"]["annotations"] = {MARK: "shard-2", PROOF: "copied"}
+    assert patch_of(mutate(copied, ctx)) == [
+        {"op": "remove", "path": f"/metadata/annotations/{MARK_PATH}"},
+        {"op": "add", "path": "/metadata/labels", "value": {}},
+        {"op": "add", "path": "/metadata/labels/controller.core.oam.dev~1scheduled-shard-id", "value": "shard-1"},
+        {"op": "add", "path": f"/metadata/annotations/{PROOF_PATH}", "value": SIGNER.sign("n", "a", "shard-1")},
+        {"op": "add", "path": f"/metadata/annotations/{MARK_PATH}", "value": "shard-1"}]
+
+
+def test_an_app_without_a_name_yet_is_left_to_the_background_scheduler():
+    """generateName: the name its proof must carry is chosen after admission."""
+    ctx = MutationContext(pick=lambda app: "shard-1", signer=SIGNER)
+    unnamed = request()
+    unnamed["name"] = ""
+    unnamed["object"]["metadata"] = {"generateName": "a-", "namespace": "n"}
+    assert patch_of(mutate(unnamed, ctx)) == []
 
 
 def test_validate_checks_components_only():
@@ -82,7 +117,7 @@ def test_parse_review_errors(body, fragment):
 
 @pytest.fixture(scope="module")
 def http():
-    app = create_app(MutationContext(pick=lambda a: "s"), ValidationContext())
+    app = create_app(MutationContext(pick=lambda a: "s", signer=SIGNER), ValidationContext())
     return app.test_client()
 
 
@@ -108,7 +143,7 @@ def test_fuzzed_reviews_never_get_a_5xx(http, body):
 
 
 def test_drain_acknowledgement_is_left_unscheduled():
-    ctx = MutationContext(pick=lambda app: "shard-1")
+    ctx = MutationContext(pick=lambda app: "shard-1", signer=SIGNER)
     req = request("UPDATE", labels={}, old_labels={SHARD: "a", "controller.core.oam.dev/drain": "b"})
     assert patch_of(mutate(req, ctx)) == []
 

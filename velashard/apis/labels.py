@@ -10,6 +10,9 @@ DRAIN = "controller.core.oam.dev/drain"
 # Annotation: the shard id the mutating webhook assigned on this request (it strips one a user sent),
 # so that the shard-label guard (a ValidatingAdmissionPolicy) tells its choice from the user's.
 ASSIGNED_BY_WEBHOOK = "controller.core.oam.dev/shard-assigned-by-webhook"
+# Annotation: the master's signature over the app's namespace, name and shard (sharding/proof.py); the owning
+# shard hands an app without a valid one back to the scheduler instead of running it.
+ASSIGNMENT_PROOF = "controller.core.oam.dev/shard-assignment-proof"
 MASTER_SHARD_ID = "master"
 
 # Discovery: controller pods carry this label.

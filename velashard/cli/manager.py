@@ -24,6 +24,7 @@ from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
 from velashard.observability import fields, parse_addr, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
+from velashard.sharding.keys import SigningKey
 from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner, default_bind_address
@@ -216,7 +217,9 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      state_keep_interval=args.state_keep_interval,
                                                      shard_selector=selector,
                                                      cache_managed=args.cache_managed_resources,
-                                                     resync_period=args.application_re_sync_period))
+                                                     resync_period=args.application_re_sync_period,
+                                                     assignment_key_namespace=args.namespace if args.enable_sharding
+                                                     else None))
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)
     if not args.enable_sharding:
@@ -227,7 +230,10 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
     discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
-    background = BackgroundScheduler(client, discovery, args.shard_scheduler, args.namespace,
+    # Loaded (or made) once this master leads; the scheduler and the webhook sign what they assign with it.
+    keys = SigningKey(client, args.namespace)
+    manager.add_runnable(keys.start, keys.stop)
+    background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
                                      args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
     manager.add_runnable(background.start, background.stop, background.heartbeat)
     if args.disable_webhooks:
@@ -252,7 +258,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         privileged_users=tuple([identity] + [u for u in args.shard_admin_users.split(",") if u]),
         auto_schedule=not gates.get("DisableWebhookAutoSchedule", False),
         validate_components=gates.get("ValidateComponentWhenSharding", False), kubeconfig=args.kubeconfig,
-        log_format=args.log_format))
+        log_format=args.log_format), keys)
     manager.add_runnable(webhooks.start, webhooks.stop)
 
 

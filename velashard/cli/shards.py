@@ -15,7 +15,10 @@ from velashard.kube import errors
 from velashard.kube.resources import LEASES, PODS
 from velashard.sharding.discovery import POD_SELECTOR, ready_pods_by_shard
 from velashard.sharding.loads import APPS_ANNOTATION, LEASE_LABEL
+from velashard.kube.client import KubeClient
+from velashard.sharding.keys import SIGNING_KEY_SECRET, SigningKeyError, load_or_create_signing_key
 from velashard.sharding.move import set_shard
+from velashard.sharding.proof import Signer
 
 DEFAULT_NAMESPACE = os.environ.get("POD_NAMESPACE", "vela-system")
 
@@ -47,13 +50,26 @@ def run_reschedule(args: argparse.Namespace) -> int:
     if current == args.shard_id:
         print(f"application {args.namespace}/{args.app} is already on shard {args.shard_id}")
         return 0
+    signer = admin_signer(client, args.controller_namespace)
     try:
-        set_shard(client, app, args.shard_id, "manual")
+        set_shard(client, app, args.shard_id, "manual", signer)
     except errors.Conflict:
         raise UsageError(f"application {args.namespace}/{args.app} changed while moving it; run the command again")
     print(f"application {args.namespace}/{args.app} moved from {current or '(unscheduled)'} to {args.shard_id}, "
           "with its revisions and resource trackers")
     return 0
+
+
+def admin_signer(client: KubeClient, namespace: str) -> Signer:
+    """The master's signing key, for an admin's tool that sets a shard: its assignments need a proof too."""
+    try:
+        return load_or_create_signing_key(client, namespace)
+    except errors.Forbidden as err:
+        raise UsageError(f"cannot read the shard signing key (Secret {namespace}/{SIGNING_KEY_SECRET}), which proves "
+                         f"the shards you set: shard admins need get on it (the chart grants it to "
+                         f"sharding.shardAdmins, once the master has made it): {err}")
+    except SigningKeyError as err:
+        raise UsageError(str(err))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

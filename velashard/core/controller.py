@@ -12,6 +12,7 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_D
                                 RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
 from velashard.core.rendering import Definitions
@@ -23,6 +24,7 @@ from velashard.kube.manager import Manager
 from velashard.kube.store import label_index
 from velashard.kube.transforms import compact, without
 from velashard.observability import APPS_RECONCILED
+from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
 
 
@@ -38,6 +40,9 @@ class Options:
     # the API and settled apps are polled every state-keep interval.
     cache_managed: bool = True
     resync_period: float = 300.0  # --application-re-sync-period: every app is reconciled at least this often
+    # Sharded: the controller's namespace, where the master publishes the key that proves shard assignments; an
+    # app whose assignment has no valid proof is handed back to the scheduler instead of run (None: no check).
+    assignment_key_namespace: str | None = None
 
 
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -109,8 +114,13 @@ class ApplicationController:
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:
+            check = None
+            if options.assignment_key_namespace is not None:
+                check = AssignmentCheck(manager, options.assignment_key_namespace)
+                check.on_first_key(self._enqueue_all)  # the apps that waited for the key
             reconcile = ShardReconciler(reconcile, self.client, APPLICATIONS, self.apps.store.get,
-                                        on_release=self._release)
+                                        on_release=self._release, check=check,
+                                        event=lambda app, *event: record_event(self.client, app, *event))
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=app_changed)
         self.controller.watch(self.revisions, to_keys=app_key, predicate=lambda old, new: old is None)
@@ -129,6 +139,10 @@ class ApplicationController:
 
     def _reconcile(self, key: str) -> Result | None:
         return self._inner(key)
+
+    def _enqueue_all(self) -> None:
+        for key in self.apps.store.keys():
+            self.controller.enqueue(key)
 
     def _own_app_keys(self, obj: dict[str, Any]) -> list[str]:
         """Only apps this shard caches react to their resources' events."""

@@ -29,6 +29,8 @@ from velashard.kube.client import KubeClient
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import PODS
 from velashard.kube.apply import upsert
+from velashard.sharding.keys import load_or_create_signing_key
+from velashard.sharding.proof import with_proof
 
 RELEASE = "velashard"  # as the README installs it: Deployment, ServiceAccounts and Service are named after it
 SHARD_SERVICE_ACCOUNT = f"{RELEASE}-shard"
@@ -57,10 +59,13 @@ def install_chart(kubeconfig: str) -> Any:
 
 
 def enable_shards(client: KubeClient, shards: int) -> None:
+    """`velashard addon enable vela-core-shard-manager`: its Application, pinned to the master with a proof signed
+    with the master's key (made here if the master has not made it yet)."""
     addon = load_addon("vela-core-shard-manager")
+    signer = load_or_create_signing_key(client, SYSTEM_NAMESPACE)
     for obj in addon.render({"nShards": shards, "deploymentName": RELEASE, "instanceName": RELEASE,
                              "serviceAccountName": SHARD_SERVICE_ACCOUNT}):
-        upsert(client, APPLICATIONS, obj)
+        upsert(client, APPLICATIONS, with_proof(obj, signer))
 
 
 class PodCredentials:

@@ -16,7 +16,7 @@ from velashard.kube.informer import EventHandler
 from velashard.kube.manager import Manager
 from velashard.kube.resources import LEASES, PODS
 from velashard.observability import SHARDS_AVAILABLE, fields
-from velashard.sharding.loads import LEASE_LABEL
+from velashard.sharding.loads import LEASE_LABEL, parse_loads
 from velashard.sharding.membership import AVAILABLE, LeaseSeen, Member, membership, observe, pod_ready
 
 log = logging.getLogger("velashard.sharding.discovery")
@@ -55,15 +55,18 @@ class ShardDiscovery:
         self._lock = threading.Lock()
         self._available: list[str] = schedulable({}, static)
         self._listeners: list[Callable[[list[str]], None]] = []
+        self._member_listeners: list[Callable[[], None]] = []
+        self._statuses: dict[str, tuple[str, bool]] = {}
         self._seen: dict[str, LeaseSeen] = {}
         self.informer = None
+        # The shard Leases carry the load reports, and with the pods they make membership.
+        self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
         if static is None:
             refresh = EventHandler(lambda _o: self.refresh(), lambda _o, _n: self.refresh(),
                                    lambda _o: self.refresh())
             self.informer = manager.informer(PODS, namespace, label_selector=POD_SELECTOR,
                                              resync_period=resync_period)
             self.informer.add_handler(refresh)
-            self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
             self.leases.add_handler(refresh)
         SHARDS_AVAILABLE.set(len(self._available))
 
@@ -82,8 +85,18 @@ class ShardDiscovery:
             seen = dict(self._seen)
         return membership(self.informer.store.list(), leases, seen, now)
 
+    def loads(self) -> dict[str, int]:
+        """shard id -> the app count it last published, from the cached Leases."""
+        return parse_loads(self.leases.store.list())
+
     def on_change(self, listener: Callable[[list[str]], None]) -> None:
+        """Told the available shards whenever they change."""
         self._listeners.append(listener)
+
+    def on_members_change(self, listener: Callable[[], None]) -> None:
+        """Told whenever a shard's status or lease expiry changes (a lease released, a pod gone), also among
+        shards that stay unavailable: what decides when their apps may move."""
+        self._member_listeners.append(listener)
 
     def refresh(self) -> dict[str, Member]:
         """Recompute; tell listeners if the available shards changed. Returns the members."""
@@ -91,9 +104,15 @@ class ShardDiscovery:
             return {}
         members = self.members()
         now = available_shards(members)
+        statuses = {shard: (m.status, m.lease_expired) for shard, m in members.items()}
         with self._lock:
             changed = now != self._available
             self._available = now
+            members_changed = statuses != self._statuses
+            self._statuses = statuses
+        if members_changed:
+            for member_listener in self._member_listeners:
+                member_listener()
         if changed:
             SHARDS_AVAILABLE.set(len(now))
             log.info("available shards changed", extra=fields(

@@ -7,11 +7,13 @@ it, or an update that changes it) is denied unless
   the namespace's pin (its `controller.core.oam.dev/shard-id` label: not the user's choice) or the
   shard the mutating webhook assigned on this request (its annotation; the webhook strips one a user
   sent), and the app is not being drained.
-Removing the label is allowed: the mutating webhook puts the old value back.
+Removing the label is allowed: the mutating webhook puts the old value back (if its proof holds).
 
-Residual gap, by design: while the master (its webhook) is down, nobody strips a forged annotation, so
-a user who copies it can choose the first shard of a new or unscheduled app. Moving a scheduled app
-stays denied whatever happens to the master; the policy lives in the API server.
+While the master (its webhook) is down nobody strips a forged annotation, so a user who copies it gets a
+label of their choice through this guard for a new or unscheduled app. The label runs nothing: the owning
+shard runs only apps whose assignment carries the master's signature, and hands this one back to the
+scheduler (sharding/proof.py). Moving a scheduled app stays denied whatever happens to the master; the
+policy lives in the API server.
 
 The Helm chart renders the same policy (helm/velashard/templates/shard-label-guard.yaml); a unit test
 keeps the two identical.

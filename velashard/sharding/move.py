@@ -18,6 +18,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
 from velashard.kube.resources import Resource
 from velashard.observability import fields
+from velashard.sharding.proof import Signer
 
 log = logging.getLogger("velashard.sharding.move")
 
@@ -120,16 +121,18 @@ def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: st
                 pass
 
 
-def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str,
+def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, signer: Signer,
               found: Found | None = None) -> dict[str, Any]:
     """Label the app's managed resources, revisions and trackers, then the app (guarded by its
-    resourceVersion); returns the updated app. Any failure returns the dependents to the app's shard.
+    resourceVersion, and with the proof of its new assignment); returns the updated app. Any failure returns the
+    dependents to the app's shard.
 
     `found`: the app's revisions and trackers when the caller listed them already (shard_dependents)."""
     meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
+    patch["metadata"]["annotations"] = {labels.ASSIGNMENT_PROOF: signer.sign(meta["namespace"], meta["name"], shard)}
     try:
         _relabel_dependents(client, meta["namespace"], meta["name"], shard, found)
         updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from velashard.apis import labels
-from velashard.sharding.membership import Member, movable
+from velashard.sharding.membership import DEAD, SUSPECT, Member, movable
 from velashard.sharding.strategies import STRATEGIES, Ring, app_identity
 
 App = Mapping[str, Any]
@@ -120,3 +120,31 @@ def due_orphans(apps: Iterable[App], unavailable_since: Mapping[str, float], now
     return [app for app in apps
             if (shard := shard_of(app)) in unavailable_since
             and movable(members.get(shard), now - unavailable_since[shard], grace)]
+
+
+def due_in(unavailable_since: Mapping[str, float], now: float, grace: float,
+           members: Mapping[str, Member] | None = None) -> float | None:
+    """Seconds until the next unavailable shard's apps may move by the membership rule (a dead or unknown shard
+    at the end of its grace period, a suspect when its lease expires as observed), or None when none will
+    without a change of membership. Shards whose apps may move already are not waited for."""
+    members = members or {}
+    waits = []
+    for shard, since in unavailable_since.items():
+        member = members.get(shard)
+        if member is None or member.status == DEAD:
+            waits.append(grace - (now - since))
+        elif member.status == SUSPECT and member.expires_in is not None:
+            waits.append(member.expires_in)
+    return min((w for w in waits if w > 0), default=None)
+
+
+def versions(apps: Iterable[App]) -> dict[str, str]:
+    """uid -> resourceVersion of each app."""
+    return {meta.get("uid", ""): meta.get("resourceVersion", "") for meta in (a.get("metadata") or {} for a in apps)}
+
+
+def acted_on(app: App, acted: Mapping[str, str]) -> bool:
+    """Whether a move already started from the app's cached version: a cache shows the master's own writes one
+    watch event later, and a second move from the same version would only conflict."""
+    meta = app.get("metadata") or {}
+    return acted.get(meta.get("uid", "")) == meta.get("resourceVersion")

@@ -1,8 +1,12 @@
 """The master's background scheduler: schedule unscheduled apps, move apps off shards that are gone.
 
-It only ever lists label-selected subsets of Applications: those without a shard label, and those
-whose shard label names no available shard. Whether such apps may move is the membership rule's
-(sharding/membership.py): a dead shard's after the grace period, a suspect's once its lease expired.
+It follows label-selected subsets of Applications with informers, never all of them: those without a
+shard label (new while the webhook was down, drained, or handed back by a shard for want of a valid
+proof) and those whose shard label names no available shard (the selector follows membership). Their
+events wake it; a periodic pass over the same caches is the safety net, so at steady state it sends no
+request at all. Whether an orphan may move is the membership rule's (sharding/membership.py): a dead
+shard's after the grace period, a suspect's once its lease expired. Every shard it sets carries a proof
+signed with the master's key (sharding/proof.py).
 """
 
 from __future__ import annotations
@@ -15,20 +19,24 @@ from concurrent.futures import ThreadPoolExecutor
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, RESOURCE_TRACKERS
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
 from velashard.kube.fence import begin_work, end_work, work_started
-from velashard.kube.resources import LEASES, NAMESPACES
+from velashard.kube.informer import EventHandler, Informer
+from velashard.kube.manager import Manager
+from velashard.kube.resources import NAMESPACES
+from velashard.kube.transforms import compact
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat, fields
 from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.loads import LEASE_LABEL, parse_loads
-from velashard.sharding.membership import SUSPECT
+from velashard.sharding.keys import SigningKey
 from velashard.sharding.move import Found, set_shard, shard_dependents
-from velashard.sharding.placement import PlacementState, due_orphans, misplaced, place_all, shard_of, track_unavailable
+from velashard.sharding.placement import (PlacementState, acted_on, due_in, due_orphans, misplaced, place_all,
+                                          shard_of, track_unavailable, versions)
+from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import pinned_shard
 
 log = logging.getLogger("velashard.sharding.scheduler")
 
 UNSCHEDULED = f"!{labels.SCHEDULED_SHARD_ID}"
+RETRY_AFTER = 1.0  # a move that failed for another reason than a newer version is tried again this soon
 
 
 def orphan_selector(available: list[str]) -> str:
@@ -38,25 +46,34 @@ def orphan_selector(available: list[str]) -> str:
 
 
 class BackgroundScheduler:
-    def __init__(self, client: KubeClient, discovery: ShardDiscovery, strategy: str, namespace: str,
+    def __init__(self, manager: Manager, discovery: ShardDiscovery, strategy: str, namespace: str, keys: SigningKey,
                  period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0):
-        self.client = client
+        self.manager = manager
+        self.client = manager.client
         self.discovery = discovery
         self.strategy = strategy
         self._placement = PlacementState(strategy)  # what placement remembers from pass to pass
         self.namespace = namespace
+        self.keys = keys
         self.period = period
         self.grace = grace
         self.concurrency = max(1, concurrency)
         self._wake = threading.Event()
         self._stop = threading.Event()
+        wake = EventHandler(lambda _obj: self._wake.set(), lambda _old, _new: self._wake.set())
+        self.unscheduled = manager.informer(APPLICATIONS, label_selector=UNSCHEDULED, transform=compact)
+        self.unscheduled.add_handler(wake)
+        self.orphans: Informer | None = None  # started once shards are known, replaced when they change
         self._gone_since: dict[str, float] = {}
-        self._lease_expires_in: float | None = None  # the soonest a suspect's lease expires, as last seen
+        self._acted: dict[str, str] = {}  # uid -> the resourceVersion a move started from
+        self._due_in: float | None = None  # until an unavailable shard's apps may move, as last seen
+        self._retry = False
         self._thread: threading.Thread | None = None
         self._rebalance = False
-        self._draining = 0
         self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
+        discovery.on_members_change(self._wake.set)  # e.g. a released lease: a suspect's apps may move now
+        keys.on_ready(self._wake.set)
 
     def _shards_changed(self, _shards: list[str]) -> None:
         if self.strategy == "consistent-hash":
@@ -83,45 +100,50 @@ class BackgroundScheduler:
                     self.run_once()
             except errors.KubeError as err:
                 log.warning("scheduling pass failed", extra=fields(error=str(err)))
+                self._retry = True
             finally:
                 end_work()
-            busy = self._gone_since or self._draining
-            wait = min(self.period, max(self.grace / 4, 0.5)) if busy else self.period
-            if self._lease_expires_in is not None:
-                # A suspect's apps move as soon as its lease expires: look again right then.
-                wait = min(wait, self._lease_expires_in + 0.01)
-            self._wake.wait(wait)
+            wait = self.period if self._due_in is None else min(self.period, self._due_in + 0.01)
+            self._wake.wait(min(wait, RETRY_AFTER) if self._retry else wait)
             self._wake.clear()
 
-    def loads(self) -> dict[str, int]:
-        if self.strategy != "least-loaded":
-            return {}
-        leases = self.client.list(LEASES, self.namespace, label_selector=LEASE_LABEL).get("items") or []
-        return parse_loads(leases)
-
     def run_once(self, now: float | None = None) -> int:
-        """One pass; returns how many apps were (re)scheduled."""
+        """One pass over the caches; returns how many apps were (re)scheduled."""
         now = time.monotonic() if now is None else now
         members = self.discovery.refresh()
         available = self.discovery.available()
-        if not available:
-            return 0
-        loads = self.loads()
-        unscheduled, _ = self.client.list_all(APPLICATIONS, label_selector=UNSCHEDULED)
+        signer = self.keys.signer
+        self._retry = False
+        if not available or signer is None:
+            return 0  # a shard's or the key's arrival wakes the scheduler
+        orphans = self._follow_orphans(available)
+        unscheduled = self.unscheduled.store.list()
         plans = [(app, "unscheduled") for app in unscheduled]
-        orphans, _ = self.client.list_all(APPLICATIONS, label_selector=orphan_selector(available))
-        self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in orphans}, now)
-        self._lease_expires_in = min((members[s].expires_in for s in self._gone_since if s in members
-                                      and members[s].status == SUSPECT and members[s].expires_in is not None),
-                                     default=None)
-        plans += [(app, "orphaned") for app in due_orphans(orphans, self._gone_since, now, self.grace, members)]
-        moved = self._schedule_all(plans, available, loads)
+        gone = orphans.store.list() if orphans.has_synced() else []
+        if orphans.has_synced():
+            self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in gone}, now)
+            plans += [(app, "orphaned") for app in due_orphans(gone, self._gone_since, now, self.grace, members)]
+        cached = versions(unscheduled + gone)
+        self._acted = {uid: rv for uid, rv in self._acted.items() if cached.get(uid) == rv}
+        plans = [(app, reason) for app, reason in plans if not acted_on(app, self._acted)]
+        moved = self._schedule_all(plans, available, signer) if plans else 0
+        self._due_in = due_in(self._gone_since, now, self.grace, members)
         if self._rebalance:
             self._rebalance = False
-            self._draining = self.drain_misplaced(available)
-        elif self._draining:
-            self._draining = len(self.client.list(APPLICATIONS, label_selector=labels.DRAIN).get("items") or [])
+            self.drain_misplaced(available)
         return moved
+
+    def _follow_orphans(self, available: list[str]) -> Informer:
+        """The informer of apps on no available shard, for the shards available now. Only membership changes
+        replace it (the new one lists the apps of the shards gone; at steady state it only watches)."""
+        selector = orphan_selector(available)
+        if self.orphans is None or self.orphans.label_selector != selector:
+            previous = self.orphans
+            self.orphans = self.manager.start_informer(APPLICATIONS, label_selector=selector, transform=compact)
+            self.orphans.add_handler(EventHandler(lambda _obj: self._wake.set()))
+            if previous is not None:
+                self.manager.stop_informer(previous)
+        return self.orphans
 
     def drain_misplaced(self, available: list[str]) -> int:
         """Ask owning shards to let go of apps the ring now places elsewhere (only after membership changes)."""
@@ -143,11 +165,12 @@ class BackgroundScheduler:
             RESCHEDULE_TOTAL.labels(reason="rebalance").inc(asked)
         return asked
 
-    def _schedule_all(self, plans: list[tuple[dict, str]], available: list[str], loads: dict[str, int]) -> int:
+    def _schedule_all(self, plans: list[tuple[dict, str]], available: list[str], signer: Signer) -> int:
         """Pick shards one by one (strategies keep state), then move the apps side by side: a failed shard's
         apps are each a few requests, and one after the other they would make failover slow."""
         apps = [app for app, _ in plans]
-        placed, self._placement = place_all(apps, available, loads, self._pins(apps, {}), self._placement)
+        placed, self._placement = place_all(apps, available, self.discovery.loads() if self.strategy == "least-loaded" else {},
+                                            self._pins(apps, {}), self._placement)
         picked: list[tuple[dict, str, str]] = []
         for (app, shard), (_, reason) in zip(placed, plans):
             if shard is None:
@@ -155,19 +178,24 @@ class BackgroundScheduler:
                 continue
             picked.append((app, shard, reason))
         found = self._orphans_dependents(picked)
-        if len(picked) <= 1:
-            return sum(self._move(*p, found=found) for p in picked)
         started = work_started()
 
-        def move(plan: tuple[dict, str, str]) -> int:
+        def move(plan: tuple[dict, str, str]) -> bool:
             begin_work(at=started)  # the pass's start, for the fence
             try:
-                return self._move(*plan, found=found)
+                return self._move(*plan, signer=signer, found=found)
             finally:
                 end_work()
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
-                                thread_name_prefix="schedule") as pool:
-            return sum(pool.map(move, picked))
+        if len(picked) <= 1:
+            results = [self._move(*p, signer=signer, found=found) for p in picked]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(picked)),
+                                    thread_name_prefix="schedule") as pool:
+                results = list(pool.map(move, picked))
+        for (app, _, _), moved in zip(picked, results):
+            if moved:
+                self._acted[app["metadata"].get("uid", "")] = app["metadata"]["resourceVersion"]
+        return sum(results)
 
     def _pins(self, apps: list[dict], namespaces: dict[str, dict | None]) -> dict[str, str]:
         """The shard each of these apps' namespaces is pinned to; `namespaces` caches reads within a pass."""
@@ -190,23 +218,25 @@ class BackgroundScheduler:
             found.update(shard_dependents(self.client, gone))
         return found
 
-    def _move(self, app: dict, shard: str, reason: str, found: dict[tuple[str, str], Found] | None = None) -> int:
+    def _move(self, app: dict, shard: str, reason: str, signer: Signer,
+              found: dict[tuple[str, str], Found] | None = None) -> bool:
         meta = app["metadata"]
         mine = (found or {}).get((meta["namespace"], meta["name"]))
         # Without a tracker among them (a new app, or dependents labelled otherwise) the app's own lists decide.
         if mine is not None and not any(res is RESOURCE_TRACKERS for res, _ in mine):
             mine = None
         try:
-            set_shard(self.client, app, shard, reason, mine)
+            set_shard(self.client, app, shard, reason, signer, mine)
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
-            return 0  # changed meanwhile; the next pass sees its new state
+            return False  # changed meanwhile: its new version's event brings it back
         except errors.KubeError as err:
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="error").inc()
             log.warning("could not schedule application", extra=fields(
                 key=f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}', shard=shard, error=str(err)))
-            return 0
+            self._retry = True
+            return False
         SCHEDULE_TOTAL.labels(strategy=self.strategy, result="scheduled").inc()
         if reason == "orphaned":
             RESCHEDULE_TOTAL.labels(reason=reason).inc()
-        return 1
+        return True

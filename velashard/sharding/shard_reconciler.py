@@ -1,5 +1,6 @@
 """A wrapper around any reconciler that makes it shard-aware: it acknowledges a drain by letting go of the
-object, and stops acting on an object whose dependents were already relabelled for another shard.
+object, hands an object whose shard assignment has no valid proof back to the scheduler instead of running
+it, and stops acting on an object whose dependents were already relabelled for another shard.
 
 Like timebertt/kubernetes-controller-sharding's shard reconciler, the wrapped reconciler knows nothing of
 shards; it only calls `check_dependent` on dependents it reads from the API instead of its own label-selected
@@ -16,7 +17,9 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Reconcile, Result
 from velashard.kube.resources import Resource
-from velashard.observability import fields
+from velashard.observability import ASSIGNMENTS_REJECTED, fields
+from velashard.sharding.keys import AssignmentCheck
+from velashard.sharding.proof import MISSING, NO_KEY, UNPROVEN, rejection_reason
 
 log = logging.getLogger("velashard.sharding.shard_reconciler")
 
@@ -44,17 +47,24 @@ def wants_drain(obj: dict[str, Any] | None) -> bool:
         labels.DRAIN in (obj["metadata"].get("labels") or {})
 
 
+Event = Callable[[dict[str, Any], str, str, str], None]  # (object, type, reason, message)
+
+
 class ShardReconciler:
     def __init__(self, inner: Reconcile, client: KubeClient, resource: Resource,
-                 lookup: Callable[[str], dict[str, Any] | None], on_release: Callable[[str], None] = lambda _k: None):
+                 lookup: Callable[[str], dict[str, Any] | None], on_release: Callable[[str], None] = lambda _k: None,
+                 check: AssignmentCheck | None = None, event: Event = lambda *_a: None):
         self.inner, self.client, self.resource, self.lookup = inner, client, resource, lookup
         self.on_release = on_release  # told when this shard lets go of a key
+        self.check, self.event = check, event
 
     def __call__(self, key: str) -> Result | None:
         obj = self.lookup(key)
         if wants_drain(obj):
             self.let_go(obj)
             self.on_release(key)
+            return DONE
+        if self.check is not None and not self._may_run(key, obj):
             return DONE
         try:
             return self.inner(key)
@@ -63,15 +73,56 @@ class ShardReconciler:
             self.on_release(key)
             return DONE
 
+    def _may_run(self, key: str, obj: dict[str, Any] | None) -> bool:
+        """Whether the app's assignment is proven (a deleted app passes: there is nothing to run). Without the
+        master's key yet it waits, as the key's arrival brings every app back; unproven, it is handed back."""
+        assert self.check is not None
+        if obj is None:
+            self.check.forget(key)
+            return True
+        verdict, assignment = self.check.verdict(key, obj)
+        if verdict == NO_KEY:
+            log.debug("waiting for the master's verifying key before running the object", extra=fields(key=key))
+            return False
+        if verdict == UNPROVEN:
+            self.hand_back(obj, rejection_reason(assignment))
+            self.on_release(key)
+            return False
+        return True
+
     def let_go(self, obj: dict[str, Any]) -> None:
         """Drain handshake: nothing of this object is in flight here (one key, one worker), so acknowledge by
         removing our shard id and the drain label; the master schedules it anew."""
+        if not self._unschedule(obj):
+            return
+        meta = obj["metadata"]
+        log.info("drained", extra=fields(key=f'{meta.get("namespace", "")}/{meta["name"]}',
+                                         to=meta["labels"][labels.DRAIN]))
+
+    def hand_back(self, obj: dict[str, Any], reason: str) -> None:
+        """The assignment was not made by the scheduler (a tenant wrote the label while the webhook was down, or
+        the proof was altered): unschedule it unrun, so that the master places it (with its dependents, if
+        any) through the normal path. A conflict means it changed meanwhile: its new version comes back."""
+        meta = obj["metadata"]
+        key = f'{meta.get("namespace", "")}/{meta["name"]}'
+        shard = meta["labels"][labels.SCHEDULED_SHARD_ID]
+        if not self._unschedule(obj):
+            return
+        ASSIGNMENTS_REJECTED.labels(reason=reason).inc()
+        log.warning("shard assignment without a valid proof; handed back to the scheduler", extra=fields(
+            key=key, assigned=shard, proof=reason))
+        self.event(obj, "Warning", "UnprovenShardAssignment",
+                   f"the assignment to shard {shard} has {'no' if reason == MISSING else 'an invalid'} proof "
+                   f"(annotation {labels.ASSIGNMENT_PROOF}): only the scheduler assigns shards; handed back to it")
+
+    def _unschedule(self, obj: dict[str, Any]) -> bool:
+        """Remove our shard id, a drain request and the proof (guarded by the resourceVersion); False if gone."""
         meta = obj["metadata"]
         try:
             self.client.patch(self.resource, meta["name"], {"metadata": {
                 "labels": {labels.SCHEDULED_SHARD_ID: None, labels.DRAIN: None},
+                "annotations": {labels.ASSIGNMENT_PROOF: None},
                 "resourceVersion": meta["resourceVersion"]}}, meta.get("namespace"))
         except errors.NotFound:
-            return
-        log.info("drained", extra=fields(key=f'{meta.get("namespace", "")}/{meta["name"]}',
-                                         to=meta["labels"][labels.DRAIN]))
+            return False
+        return True

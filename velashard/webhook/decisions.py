@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from velashard.apis import labels
 from velashard.core.defcheck import definition_problem
+from velashard.sharding.proof import Signer
 
 
 class ReviewError(ValueError):
@@ -71,18 +72,29 @@ def _escape(key: str) -> str:
 
 @dataclass
 class MutationContext:
-    """What the mutating webhook needs besides the request: how to pick a shard, and the gates."""
+    """What the mutating webhook needs besides the request: how to pick a shard, the master's key that proves
+    its assignments (sharding/proof.py), and the gates."""
 
     pick: Callable[[dict[str, Any]], str | None]
+    signer: Signer
     auto_schedule: bool = True
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
     """Schedule an unscheduled app (or give back the shard a user removed) and name unnamed workflow steps.
 
-    A shard this webhook assigns is also written to an annotation, which the shard-label guard (a
-    ValidatingAdmissionPolicy, run after this webhook) reads to tell the webhook's choice from the user's;
-    the same annotation sent by a user is removed.
+    Every shard set here comes with a proof (annotation controller.core.oam.dev/shard-assignment-proof), which
+    the owning shard verifies before it runs the app. A shard this webhook picks is also written to an
+    annotation, which the shard-label guard (a ValidatingAdmissionPolicy, run after this webhook) reads to tell
+    the webhook's choice from the user's; the same annotation sent by a user is removed.
+
+    Left unscheduled, for the background scheduler to place with the app's dependents: a drain
+    acknowledgement, an assignment handed back for want of a valid proof, and an app without a name yet
+    (generateName: its proof must name it).
     """
     uid = request["uid"]
     obj = request.get("object")
@@ -90,29 +102,42 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
         return review_response(uid)
     patch: list[dict[str, Any]] = []
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
-    if labels.ASSIGNED_BY_WEBHOOK in annotations:
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else None
+    if annotations and labels.ASSIGNED_BY_WEBHOOK in annotations:
         patch.append({"op": "remove", "path": f"/metadata/annotations/{_escape(labels.ASSIGNED_BY_WEBHOOK)}"})
+
+    def annotate(key: str, value: str) -> None:
+        nonlocal annotations
+        if annotations is None:
+            patch.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+            annotations = {}
+        patch.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
+
     current = _labels(obj)
     if not current.get(labels.SCHEDULED_SHARD_ID):
-        old_labels = _labels(request.get("oldObject")) if request["operation"] == "UPDATE" else {}
+        old = request.get("oldObject") if request["operation"] == "UPDATE" else None
+        old_labels = _labels(old)
         if labels.DRAIN in old_labels:
-            # A shard acknowledging a drain: the background scheduler moves the app with its dependents.
             return review_response(uid, patch=patch)
+        namespace = _text(meta.get("namespace")) or _text(request.get("namespace"))
+        name = _text(meta.get("name")) or _text(request.get("name"))
         shard = old_labels.get(labels.SCHEDULED_SHARD_ID)
+        if shard:
+            old_meta = old.get("metadata") if isinstance(old, dict) and isinstance(old.get("metadata"), dict) else {}
+            old_annotations = old_meta.get("annotations") if isinstance(old_meta.get("annotations"), dict) else {}
+            if not ctx.signer.proves(namespace, name, shard, _text(old_annotations.get(labels.ASSIGNMENT_PROOF))):
+                return review_response(uid, patch=patch)
         picked = False
-        if not shard and ctx.auto_schedule:
+        if not shard and ctx.auto_schedule and name:
             shard, picked = ctx.pick(obj), True
         if shard:
             if not isinstance(meta.get("labels"), dict):
                 patch.append({"op": "add", "path": "/metadata/labels", "value": {}})
             patch.append({"op": "add", "path": f"/metadata/labels/{_escape(labels.SCHEDULED_SHARD_ID)}",
                           "value": shard})
+            annotate(labels.ASSIGNMENT_PROOF, ctx.signer.sign(namespace, name, shard))
             if picked:
-                if not isinstance(meta.get("annotations"), dict):
-                    patch.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-                patch.append({"op": "add", "path": f"/metadata/annotations/{_escape(labels.ASSIGNED_BY_WEBHOOK)}",
-                              "value": shard})
+                annotate(labels.ASSIGNED_BY_WEBHOOK, shard)
     steps = ((obj.get("spec") or {}).get("workflow") or {}).get("steps") if isinstance(obj.get("spec"), dict) else None
     if isinstance(steps, list):
         for i, step in enumerate(steps):

@@ -7,6 +7,7 @@ import datetime
 import ipaddress
 import logging
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from velashard.kube.resources import (ADMISSION_POLICIES, ADMISSION_POLICY_BINDI
                                       VALIDATING_WEBHOOKS)
 from velashard.observability import fields
 from velashard.sharding.guard import guard_objects
+from velashard.sharding.keys import SigningKey
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
@@ -161,6 +163,11 @@ def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None
 RENEW_BEFORE = datetime.timedelta(days=30)
 
 
+def _write_private(path: str, data: bytes) -> None:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+        fh.write(data)
+
+
 def needs_renewal(serving: KeyPair, now: datetime.datetime, margin: datetime.timedelta = RENEW_BEFORE) -> bool:
     return serving.not_after - now <= margin
 
@@ -168,9 +175,10 @@ def needs_renewal(serving: KeyPair, now: datetime.datetime, margin: datetime.tim
 class WebhookRunner:
     """Runs the webhook server process while this master leads, restarting it if it dies."""
 
-    def __init__(self, client: KubeClient, opts: WebhookOptions):
+    def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey):
         self.client = client
         self.opts = opts
+        self.keys = keys  # the webhook proves the shards it assigns with the master's key
         self._dir = tempfile.mkdtemp(prefix="velashard-webhook-")
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
@@ -182,7 +190,8 @@ class WebhookRunner:
         cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
         self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind",
                       host_port(self.opts.bind_address, self.opts.port),
-                      "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
+                      "--certfile", cert, "--keyfile", key, "--signing-key-file", self._signing_key_path(),
+                      "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
                       "--log-format", self.opts.log_format, "--parent-pid", str(os.getpid())]
         if self.opts.kubeconfig:
@@ -232,9 +241,10 @@ class WebhookRunner:
         self._serving = serving
         with open(os.path.join(self._dir, "tls.crt"), "wb") as fh:
             fh.write(serving.cert_pem)
-        key = os.path.join(self._dir, "tls.key")
-        with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
-            fh.write(serving.key_pem)
+        _write_private(os.path.join(self._dir, "tls.key"), serving.key_pem)
+
+    def _signing_key_path(self) -> str:
+        return os.path.join(self._dir, "signing.key")
 
     def _renew_loop(self) -> None:
         """Made certificates are renewed 30 days before expiry (same CA, so caBundle stays valid)."""
@@ -248,6 +258,12 @@ class WebhookRunner:
                 self._proc.terminate()  # the supervisor restarts it with the new files
 
     def _supervise(self) -> None:
+        signer = None
+        while signer is None:  # no webhook before the key: its assignments would all be handed back
+            if self._stop.is_set():
+                return
+            signer = self.keys.wait(0.5)
+        _write_private(self._signing_key_path(), signer.private_pem())
         delay = 1.0
         while not self._stop.is_set():
             self._proc = subprocess.Popen(self._args)
@@ -266,3 +282,4 @@ class WebhookRunner:
                 self._proc.wait(8)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)  # the keys do not outlive the master on disk

@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from velashard.observability import WEBHOOK_LATENCY, metrics_text, setup_logging
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.placement import PlacementState, place
+from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES, pinned_shard
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
 from velashard.webhook.lookups import ClusterLookups
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bind", required=True)
     p.add_argument("--certfile", required=True)
     p.add_argument("--keyfile", required=True)
+    p.add_argument("--signing-key-file", required=True,
+                   help="PEM Ed25519 private key that proves the shards this webhook assigns")
     p.add_argument("--namespace", required=True)
     p.add_argument("--schedulable-shards", default="")
     p.add_argument("--shard-scheduler", choices=STRATEGIES, default="round-robin")
@@ -154,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("master", args.log_format, "info")
     if args.parent_pid:
         die_with_parent(args.parent_pid)
+    with open(args.signing_key_file, "rb") as fh:
+        signer = Signer.from_pem(fh.read())
 
     def factory() -> Flask:
         client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         lookups = ClusterLookups(client, args.namespace)
         pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads,
                          lambda namespace: pinned_shard(lookups.namespace(namespace)))
-        mutation = MutationContext(pick=pick, auto_schedule=not args.disable_auto_schedule)
+        mutation = MutationContext(pick=pick, signer=signer, auto_schedule=not args.disable_auto_schedule)
         validation = ValidationContext(check_components=lookups.check_components if args.validate_components
                                        else None)
         return create_app(mutation, validation)

@@ -142,8 +142,9 @@ def chart_identities(server: Any, kube: KubeClient, directory: Any) -> tuple[str
     release = helm.Config(kubeconfig_path=server.kubeconfig, namespace=RUNTIME_NS, storage_driver="memory")
     try:
         # The tests act as `admin`, a shard admin (it may move apps with `velashard reschedule`).
+        # The tests installed the built-in definitions with `velashard install` (dev leaves them to the chart).
         release.install(CHART, CHART_RELEASE, {"sharding": {"enabled": True, "shardAdmins": {"users": ["admin"]}},
-                                               "webhook": {"enabled": False}},
+                                               "webhook": {"enabled": False}, "definitions": {"install": False}},
                         namespace=RUNTIME_NS, create_namespace=True, timeout=60)
     finally:
         release.close()

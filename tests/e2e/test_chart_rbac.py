@@ -33,7 +33,7 @@ def chart_cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     directory = tmp_path_factory.mktemp("chart-rbac")
     admin = KubeClient.from_kubeconfig(server.write_kubeconfig(str(directory / "admin")), shard_id="test")
-    install(admin)
+    install(admin, definitions=False)  # the chart installs the built-in definitions, as for users
     # Release records are Secrets that Helm sends as protobuf; the embedded server keeps them in memory.
     release = helm.Config(kubeconfig_path=server.kubeconfig, namespace=RUNTIME_NS, storage_driver="memory")
     release.install(CHART, RELEASE, {"sharding": {"enabled": True}, "webhook": {"enabled": False}},

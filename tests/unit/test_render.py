@@ -352,3 +352,13 @@ def test_unknown_container_name_is_an_invalid_parameter(defs):
                         "traits": [{"type": "command", "properties": {"containerName": "nope", "addArgs": ["-x"]}}]}),
                    defs, 1)
     assert err.value.reason == "InvalidParameter" and "nope" in str(err.value)
+
+
+def test_a_status_write_on_a_definition_is_not_a_new_generation():
+    tdefs = custom_defs(CONFIGMAP)
+    tdefs.components["custom"]["metadata"].update(generation=1, resourceVersion="5")
+    before = tdefs.fingerprint()
+    tdefs.components["custom"]["metadata"]["resourceVersion"] = "6"  # e.g. its TemplateValid condition written
+    assert tdefs.fingerprint() == before  # no app becomes a new revision
+    tdefs.components["custom"]["metadata"].update(generation=2, resourceVersion="7")
+    assert tdefs.fingerprint() != before

@@ -64,7 +64,9 @@ class Definitions:
                    {d["metadata"]["name"]: d for d in policies}, cluster_version)
 
     def fingerprint(self) -> str:
-        parts = sorted(f'{kind}/{n}@{d["metadata"].get("uid", "")}:{d["metadata"].get("resourceVersion", "")}'
+        # the generation, which only a spec change moves (a status write, e.g. TemplateValid, must not
+        # make every app a new revision); the resourceVersion where a definition has none
+        parts = sorted(f'{kind}/{n}@{d["metadata"].get("uid", "")}:{_version(d)}'
                        for kind, table in (("c", self.components), ("t", self.traits), ("p", self.policies))
                        for n, d in table.items())
         return ",".join(parts)
@@ -94,11 +96,16 @@ class RenderedApp:
     components: list[RenderedComponent]
 
 
-def _identity(definition: dict[str, Any]) -> str:
-    """A definition's generation: uid and resourceVersion when stored, else its content (files, built-ins)."""
+def _version(definition: dict[str, Any]) -> str:
     meta = definition["metadata"]
-    if meta.get("uid") and meta.get("resourceVersion"):
-        return f'{meta["uid"]}:{meta["resourceVersion"]}'
+    return f'g{meta["generation"]}' if meta.get("generation") else str(meta.get("resourceVersion", ""))
+
+
+def _identity(definition: dict[str, Any]) -> str:
+    """A definition's generation: uid and generation when stored, else its content (files, built-ins)."""
+    meta = definition["metadata"]
+    if meta.get("uid") and (meta.get("generation") or meta.get("resourceVersion")):
+        return f'{meta["uid"]}:{_version(definition)}'
     return hashlib.sha256(json.dumps(definition.get("spec"), sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
+from velashard.core.templates import plain
 from velashard.cue.api import compile_sources
 from velashard.cue.errors import CueError
 from velashard.cue.lexer import tokenize
@@ -127,20 +128,9 @@ def definition_object(name: str, metadata: dict[str, Any], template: str, filena
         meta["annotations"] = annotations
     if metadata.get("labels"):
         meta["labels"] = {str(k): str(v) for k, v in metadata["labels"].items()}
-    spec = _plain(copy.deepcopy(metadata.get("attributes") or {}))
+    spec = plain(copy.deepcopy(metadata.get("attributes") or {}))
     spec["schematic"] = {"cue": {"template": template}}
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
-
-
-def _plain(value: Any) -> Any:
-    """CUE numbers as JSON numbers (the evaluator gives decimals for floats)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if type(value).__name__ == "Decimal":
-        return int(value) if value == value.to_integral_value() and "." not in str(value) else float(value)
-    return value
 
 
 _IMPORTS = re.compile(r'\A\s*((?:import\s+(?:\([^)]*\)|(?:[A-Za-z_]\w*\s+)?"[^"]*")\s*)+)')

@@ -11,7 +11,7 @@ from typing import Any
 from velashard.core.templates import compile_template
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import LIST, STRUCT, Vertex
-from velashard.cue.export import to_data
+from velashard.cue.export import tail_element, to_data
 from velashard.cue.values import BasicType, Disj, default_of, fmt
 
 
@@ -39,16 +39,6 @@ def _comment(arc: Vertex, key: str) -> str | None:
     return None
 
 
-def _element(v: Vertex) -> Vertex | None:
-    if not v.tails:
-        return None
-    element = Vertex(v, 0)
-    for tail in v.tails:
-        element.add(tail)
-    element.expand()
-    return element
-
-
 def _type(v: Vertex) -> str:
     if v.alts is not None:  # `*["a"] | [...string]`: the type of the alternatives, once each
         kinds = []
@@ -60,7 +50,7 @@ def _type(v: Vertex) -> str:
     if v.kind == STRUCT:
         return "map[string]" + _pattern_type(v) if not _fields(v) and v.patterns else "struct"
     if v.kind == LIST:
-        element = _element(v)
+        element = tail_element(v)
         return "[]" + (_type(element) if element is not None else "_")
     scalar = v.scalar
     if type(scalar) is Disj:
@@ -127,7 +117,7 @@ def _nested(v: Vertex) -> Vertex | None:
     if v.kind == STRUCT and _fields(v):
         return v
     if v.kind == LIST:
-        element = _element(v)
+        element = tail_element(v)
         if element is not None and element.kind == STRUCT and _fields(element):
             return element
     return None

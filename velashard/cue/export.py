@@ -159,12 +159,21 @@ def comment_tags(groups: list[list[str]] | None) -> dict[str, str]:
     return tags
 
 
-def _tail_data(v: Vertex) -> Any:
+def tail_element(v: Vertex) -> Vertex | None:
+    """An open list's next element as its `...T` makes it (None without a tail), to describe or export."""
     if not v.tails:
         return None
     element = Vertex(v, len(v.arcs))
     for tail in v.tails:
         element.add(tail)
+    element.expand()
+    return element
+
+
+def _tail_data(v: Vertex) -> Any:
+    element = tail_element(v)
+    if element is None:
+        return None
     try:
         data = to_data(element)
     except CueError:

@@ -12,11 +12,11 @@ from velashard.cli.flags import client as cli_client
 from velashard.cli.usage import UsageError
 from velashard.apis.validation import is_valid_label_value
 from velashard.kube import errors
+from velashard.kube.client import KubeClient
 from velashard.kube.resources import LEASES, PODS
 from velashard.sharding.discovery import POD_SELECTOR, ready_pods_by_shard
-from velashard.sharding.loads import APPS_ANNOTATION, LEASE_LABEL
-from velashard.kube.client import KubeClient
 from velashard.sharding.keys import SIGNING_KEY_SECRET, SigningKeyError, load_or_create_signing_key
+from velashard.sharding.loads import APPS_ANNOTATION, LEASE_LABEL
 from velashard.sharding.move import set_shard
 from velashard.sharding.proof import Signer
 

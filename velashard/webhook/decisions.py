@@ -118,6 +118,7 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
         old = request.get("oldObject") if request["operation"] == "UPDATE" else None
         old_labels = _labels(old)
         if labels.DRAIN in old_labels:
+            # A shard acknowledging a drain: the background scheduler moves the app with its dependents.
             return review_response(uid, patch=patch)
         namespace = _text(meta.get("namespace")) or _text(request.get("namespace"))
         name = _text(meta.get("name")) or _text(request.get("name"))
@@ -126,7 +127,7 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
             old_meta = old.get("metadata") if isinstance(old, dict) and isinstance(old.get("metadata"), dict) else {}
             old_annotations = old_meta.get("annotations") if isinstance(old_meta.get("annotations"), dict) else {}
             if not ctx.signer.proves(namespace, name, shard, _text(old_annotations.get(labels.ASSIGNMENT_PROOF))):
-                return review_response(uid, patch=patch)
+                return review_response(uid, patch=patch)  # handed back by its shard: the same, for the scheduler
         picked = False
         if not shard and ctx.auto_schedule and name:
             shard, picked = ctx.pick(obj), True

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -430,7 +431,9 @@ def compare(run_real: Callable[[dict[str, str], list[str], dict[str, Any]], dict
 
 def report(n: int, comparisons: list[Comparison], keep: int = 5) -> str:
     bad = [c for c in comparisons if not c.agree]
+    reasons = Counter(c.why for c in bad)
     return json.dumps({"examples": n, "agree": n - len(bad), "disagree": len(bad),
+                       "disagree_by_reason": dict(reasons.most_common()),
                        "first_disagreements": [c.summary() for c in bad[:keep]]}, indent=2, ensure_ascii=False)
 
 

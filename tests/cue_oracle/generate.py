@@ -92,6 +92,8 @@ class _Builder:
             choice = self.pick(["lit"] * 3 + ([] if deep else ["arith", "divmod", "len", "index"]))
             if choice == "arith":
                 op = self.pick("+-*")
+                if op == "*":  # times a small literal: chains of references never reach 24 digits
+                    return f"({self.expr('int', scope, depth + 1)} * {self.pick(('2', '3', '-1', '10'))})"
                 return f"({self.expr('int', scope, depth + 1)} {op} {self.expr('int', scope, depth + 1)})"
             if choice == "divmod":
                 fn = self.pick(["div", "mod", "quo", "rem"])
@@ -115,7 +117,8 @@ class _Builder:
             if choice == "arith":
                 op = self.pick("+-*")
                 a = self.expr("float", scope, depth + 1)
-                b = self.expr(self.pick(["int", "float"]), scope, depth + 1)
+                b = (self.pick(("2", "0.5", "1.5", "10")) if op == "*"
+                     else self.expr(self.pick(["int", "float"]), scope, depth + 1))
                 return f"({a} {op} {b})" if self.chance(0.5) else f"({b} {op} {a})"
             if choice == "div":
                 return f"({self.expr('int', scope, depth + 1)} / {self.pick(DIVISORS)})"
@@ -157,7 +160,8 @@ class _Builder:
                 ops = ["==", "!="] if k == "string" else ["<", "<=", ">", ">=", "==", "!="]
                 return f"({self.expr(k, scope, depth + 1)} {self.pick(ops)} {self.expr(k, scope, depth + 1)})"
             if choice == "logic":
-                return f"({self.expr('bool', scope, depth + 1)} {self.pick(['&&', '||'])} {self.expr('bool', scope, depth + 1)})"
+                a, b = self.expr("bool", scope, depth + 1), self.expr("bool", scope, depth + 1)
+                return f"({a} {self.pick(['&&', '||'])} {b})"
             if choice == "not":
                 return f"!{self.expr('bool', scope, depth + 1)}"
             if choice == "exists":
@@ -250,7 +254,8 @@ class _Builder:
         elem = "int" if kind == "list_int" else "string"
         sources = self.refs(scope, kind)
         structs = [s for s in self.refs(scope, "struct") if s.fields]
-        form = self.pick(["literal", "literal"] + (["for", "forif"] if sources else []) + (["keys"] if structs and elem == "string" else []))
+        form = self.pick(["literal", "literal"] + (["for", "forif"] if sources else [])
+                         + (["keys"] if structs and elem == "string" else []))
         if form == "for":
             src = self.pick(sources)
             body = "x * 2" if elem == "int" else '"p-\\(x)"'
@@ -425,7 +430,8 @@ def compare(run_real: Callable[[dict[str, str], list[str], dict[str, Any]], dict
     except Exception as e:  # noqa: BLE001 - a crash is a disagreement to report, not a test error
         return Comparison(False, program, real, f"crash {type(e).__name__}: {e}", "our evaluator crashed")
     if real["code"] != 0:
-        return Comparison(False, program, real, ours, f"real CUE failed ({classify_error(real['stderr'])}), ours succeeded")
+        why = f"real CUE failed ({classify_error(real['stderr'])}), ours succeeded"
+        return Comparison(False, program, real, ours, why)
     return Comparison(ours == real["stdout"], program, real, ours, "" if ours == real["stdout"] else "output differs")
 
 

@@ -38,7 +38,8 @@ def evaluator() -> tuple[Any, type[BaseException]]:
     return export_files, CueError
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=programs())
 def test_generated_programs_agree_with_real_cue(oracle: Oracle, evaluator: tuple[Any, type[BaseException]],
                                                 program: str) -> None:

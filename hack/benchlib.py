@@ -131,7 +131,7 @@ class Cluster:
         port = free_port()
         ctl = self.start("master", "--webhook-port", str(port), "--webhook-url", f"https://127.0.0.1:{port}",
                          "--controller-identity", "admin", *flags, shard=labels.MASTER_SHARD_ID)
-        self.wait_for(lambda: self.webhook_registered(), 60, "the master's webhook to register")
+        self.wait_for(lambda: self.webhook_registered(), 180, "the master's webhook to register")
         return ctl
 
     def webhook_registered(self) -> bool:

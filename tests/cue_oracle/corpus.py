@@ -136,6 +136,15 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# velashard.cue's error kinds that real CUE's messages do not tell apart
+_EVALUATOR_KINDS = {"eval": "other", "limit": "other", "cycle": "other"}
+
+
+def evaluator_kind(kind: str) -> str:
+    """The ERROR_KINDS class of a velashard.cue CueError.kind."""
+    return _EVALUATOR_KINDS.get(kind, kind)
+
+
 def classify_error(stderr: str) -> str:
     """Which kind of error real CUE reported: one of ERROR_KINDS, decided by its first error line."""
     first = next((line for line in stderr.splitlines() if line.strip()), "")

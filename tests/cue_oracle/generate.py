@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from tests.cue_oracle.corpus import classify_error
+from tests.cue_oracle.corpus import classify_error, evaluator_kind
 
 SCALARS = ("int", "float", "string", "bool")
 KINDS = SCALARS + ("null", "struct", "list_int", "list_str")
@@ -421,7 +421,7 @@ def compare(run_real: Callable[[dict[str, str], list[str], dict[str, Any]], dict
     try:
         ours = export_files(files, None, "json")
     except cue_error as e:  # the error class is all we compare for failures
-        kind = getattr(e, "kind", None)
+        kind = evaluator_kind(getattr(e, "kind", "other"))
         got = f"CueError({kind}): {e}"
         if real["code"] == 0:
             return Comparison(False, program, real, got, "real CUE succeeded, ours failed")

@@ -21,6 +21,7 @@ from velashard.cli.usage import UsageError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
     "addon": ("velashard.cli.addon", "list, enable or disable addons (e.g. vela-core-shard-manager)"),
+    "cue": ("velashard.cli.cue", "CUE: export, eval or vet files as the cue tool does (velashard's own evaluator)"),
     "def": ("velashard.cli.definitions", "list component and trait definitions, or show one's parameters"),
     "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
     "dry-run": ("velashard.cli.dryrun", "print the objects an application renders to, without applying them"),
@@ -67,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"velashard: unknown subcommand {name!r}; known: {', '.join(SUBCOMMANDS)}", file=sys.stderr)
             return 2
         parser, module = _subcommand_parser(name)
-        parsed = parser.parse_args(args[1:])  # argparse exits 2 with a message on bad flags
+        # argparse exits 2 with a message on bad flags; `velashard cue` takes files and flags in any order
+        parse = parser.parse_intermixed_args if getattr(module, "INTERMIXED", False) else parser.parse_args
+        parsed = parse(args[1:])
         for flag, default in (("kubeconfig", None), ("log_level", "warning"), ("log_format", "text")):
             setattr(parsed, flag, global_flags.get(flag, getattr(parsed, flag, default)))
         try:

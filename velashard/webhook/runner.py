@@ -184,24 +184,33 @@ class WebhookRunner:
         threading.Thread(target=self._renew_loop, name="webhook-cert-renewal", daemon=True).start()
         threading.Thread(target=self._register_when_serving, name="webhook-register", daemon=True).start()
 
-    def _register_when_serving(self, timeout: float = 60.0) -> None:
-        """Point the API server at the webhooks only once they answer, so that no write fails meanwhile."""
+    def _register_when_serving(self) -> None:
+        """Point the API server at the webhooks only once they answer, so that no write fails meanwhile;
+        a failed registration is retried (with backoff) until it lands or the master stops."""
         context = ssl.create_default_context(cadata=self._ca.cert_pem.decode())
         context.check_hostname = False  # we only ask whether it serves; the API server verifies the name
-        deadline = time.monotonic() + timeout
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        started = time.monotonic()
+        warned = False
+        while not self._stop.is_set():
             try:
                 with urllib.request.urlopen(f"https://127.0.0.1:{self.opts.port}/healthz", timeout=2,
                                             context=context):
                     break
             except OSError:
+                if not warned and time.monotonic() - started > 60:
+                    log.warning("the webhook server does not answer yet; registering once it does",
+                                extra=fields(port=self.opts.port))
+                    warned = True
                 self._stop.wait(0.2)
-        if self._stop.is_set():
-            return
-        try:
-            register(self.client, self.opts, self._ca.cert_pem)
-        except errors.KubeError as err:
-            log.error("registering the webhooks failed", extra=fields(error=str(err)))
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                register(self.client, self.opts, self._ca.cert_pem)
+                return
+            except errors.KubeError as err:
+                log.error("registering the webhooks failed; retrying", extra=fields(error=str(err), retry_in=delay))
+                self._stop.wait(delay)
+                delay = min(delay * 2, 30.0)
 
     def _write_serving(self, serving: KeyPair) -> None:
         self._serving = serving

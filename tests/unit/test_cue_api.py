@@ -1,0 +1,136 @@
+"""velashard.cue as the controller uses it: compile once, evaluate many times (from many threads), clear
+errors, and limits that keep any template from hanging the process or reaching outside it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from velashard.cue import CueError, compile_sources, export_files
+
+TEMPLATE = """
+output: {
+	kind: "Deployment"
+	metadata: name: context.name
+	spec: {
+		replicas: parameter.replicas
+		template: spec: containers: [{name: context.name, image: parameter.image}]
+	}
+}
+parameter: {image: string, replicas: *1 | int & >=0}
+context: name: string
+"""
+
+
+def test_a_compiled_program_evaluates_many_times_with_different_data() -> None:
+    program = compile_sources({"t.cue": TEMPLATE})
+    a = program.evaluate({"parameter": {"image": "a:1"}, "context": {"name": "a"}}).export("output")
+    b = program.evaluate({"parameter": {"image": "b:2", "replicas": 3}, "context": {"name": "b"}}).export("output")
+    assert a["spec"] == {"replicas": 1, "template": {"spec": {"containers": [{"name": "a", "image": "a:1"}]}}}
+    assert b["metadata"] == {"name": "b"} and b["spec"]["replicas"] == 3
+
+
+def test_one_program_is_shared_by_threads() -> None:
+    program = compile_sources({"t.cue": TEMPLATE})
+
+    def render(i: int) -> tuple[int, dict]:
+        data = {"parameter": {"image": f"img:{i}", "replicas": i}, "context": {"name": f"app-{i}"}}
+        return i, program.evaluate(data).export("output")
+
+    with ThreadPoolExecutor(8) as pool:
+        for i, out in pool.map(render, range(200)):
+            assert out["metadata"]["name"] == f"app-{i}" and out["spec"]["replicas"] == i
+            assert out["spec"]["template"]["spec"]["containers"][0]["image"] == f"img:{i}"
+
+
+def test_a_syntax_error_names_file_line_and_column() -> None:
+    with pytest.raises(CueError) as err:
+        compile_sources({"broken.cue": "a: 1\nb: {\n  c: ]\n}\n"})
+    assert err.value.kind == "syntax"
+    assert "broken.cue:3:6" in str(err.value)
+
+
+def test_a_conflict_names_the_path_and_both_values() -> None:
+    program = compile_sources({"t.cue": TEMPLATE})
+    with pytest.raises(CueError) as err:
+        program.evaluate({"parameter": {"image": "x", "replicas": "two"}, "context": {"name": "a"}}).export("output")
+    assert err.value.kind == "conflict"
+    assert err.value.path.startswith("parameter.replicas") or err.value.path.startswith("output.spec.replicas")
+    assert '"two"' in str(err.value) and "int" in str(err.value)
+
+
+def test_a_missing_parameter_is_incomplete_and_says_where() -> None:
+    with pytest.raises(CueError) as err:
+        compile_sources({"t.cue": TEMPLATE}).evaluate({"context": {"name": "a"}}).export("output")
+    assert err.value.kind == "incomplete" and "image" in str(err.value)
+
+
+@pytest.mark.parametrize("source, kind", [
+    # a comprehension that would build a billion elements
+    ("x: [for a in list.Range(0, 1000, 1) for b in list.Range(0, 1000, 1) for c in list.Range(0, 1000, 1) {1}]\n"
+     'import "list"', "limit"),
+    ('import "strings"\nx: strings.Repeat("0123456789", 1024 * 1024 * 2)', "limit"),
+    ("a: b: a", "limit"),  # a structural cycle
+    ('x: "a" * (1024 * 1024 * 64)', "limit"),
+])
+def test_limits_stop_runaway_templates_quickly(source: str, kind: str) -> None:
+    if source.endswith('import "list"'):
+        source = 'import "list"\n' + source[: -len('import "list"')]
+    started = time.monotonic()
+    with pytest.raises(CueError) as err:
+        export_files({"t.cue": source})
+    assert err.value.kind in (kind, "eval")
+    assert "limit" in err.value.kind or "too" in str(err.value) or "longer" in str(err.value) \
+        or "more than" in str(err.value)
+    assert time.monotonic() - started < 30
+
+
+def test_a_reference_cycle_is_an_error_not_a_hang() -> None:
+    with pytest.raises(CueError):
+        export_files({"t.cue": "a: b + 1\nb: a - 1\n"})
+
+
+@pytest.mark.parametrize("package", ["tool/file", "tool/exec", "tool/http", "tool/os", "os"])
+def test_nothing_in_a_template_reaches_files_processes_the_network_or_the_environment(package: str) -> None:
+    with pytest.raises(CueError) as err:
+        compile_sources({"t.cue": f'import "{package}"\nx: 1\n'})
+    assert "not supported" in str(err.value)
+
+
+def test_deeply_nested_input_is_refused_not_a_recursion_error() -> None:
+    with pytest.raises(CueError):
+        compile_sources({"t.cue": "a: " + "[" * 5000 + "]" * 5000})
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "velashard.cli.main", "cue", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_export_eval_vet_and_exit_codes(tmp_path) -> None:
+    (tmp_path / "t.cue").write_text(TEMPLATE)
+    (tmp_path / "p.yaml").write_text("image: nginx\nreplicas: 2\n")
+    (tmp_path / "bad.yaml").write_text("image: nginx\nreplicas: -1\n")
+    (tmp_path / "c.cue").write_text('context: name: "web"\n')
+    ok = _cli("export", str(tmp_path / "t.cue"), "-l", "parameter", str(tmp_path / "p.yaml"),
+              str(tmp_path / "c.cue"), "-e", "output.spec.replicas")
+    assert (ok.returncode, ok.stdout) == (0, "2\n"), ok.stderr
+    yaml_out = _cli("export", str(tmp_path / "t.cue"), str(tmp_path / "p.yaml"), "-l", "parameter",
+                    str(tmp_path / "c.cue"), "-e", "output.metadata", "--out", "yaml")
+    assert yaml_out.stdout == "name: web\n", yaml_out.stderr
+    incomplete = _cli("export", str(tmp_path / "t.cue"), "-e", "output")
+    assert incomplete.returncode == 1 and "incomplete" in incomplete.stderr
+    assert "Traceback" not in incomplete.stderr
+    evaluated = _cli("eval", str(tmp_path / "t.cue"))
+    assert evaluated.returncode == 0 and "replicas: *1 | int & >=0" in evaluated.stdout
+    assert _cli("vet", str(tmp_path / "t.cue"), str(tmp_path / "p.yaml"), "-l", "parameter").returncode == 0
+    bad = _cli("vet", str(tmp_path / "t.cue"), str(tmp_path / "bad.yaml"), "-l", "parameter")
+    assert bad.returncode == 1 and "replicas" in bad.stderr and "-1" in bad.stderr
+    assert _cli("export").returncode == 2
+    assert _cli("frobnicate", "x.cue").returncode == 2
+    missing = _cli("export", str(tmp_path / "missing.cue"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr

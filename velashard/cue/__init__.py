@@ -1,0 +1,12 @@
+"""A CUE evaluator in pure Python, written from the CUE language specification and held to real CUE
+by differential tests. It depends on nothing else in velashard.
+
+    program = compile_sources({"a.cue": text})          # parse and resolve once; immutable, shareable
+    value = program.evaluate({"parameter": {...}})      # unify with data; a fresh evaluation each call
+    value.export("output")                              # plain data, or CueError naming path and cause
+"""
+
+from velashard.cue.api import Instance, Program, compile_sources, export_files
+from velashard.cue.errors import CueError, Pos
+
+__all__ = ["CueError", "Instance", "Pos", "Program", "compile_sources", "export_files"]

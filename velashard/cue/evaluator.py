@@ -1,0 +1,1299 @@
+"""Evaluation by unification.
+
+A value under evaluation is a Vertex: the conjuncts (expression + environment) that were unified
+into it, and what they produce once processed: arcs (fields or list elements, each a Vertex of its
+own, evaluated lazily), a scalar part, closedness groups, pattern constraints. A reference in a
+conjunct adds the referenced vertex's conjuncts (not its value), so `x: #D & {a: 1}` re-evaluates #D
+with x's fields in scope, as CUE does. Disjunctions over structs or lists are resolved by evaluating
+one copy of the vertex per alternative; erroneous alternatives drop out; defaults are kept by flag.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from decimal import Decimal, DivisionByZero, InvalidOperation
+from typing import Any, Iterator
+
+from velashard.cue import ast
+from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.errors import CueError
+from velashard.cue.values import (K_ALL, K_BOOL, K_BYTES, K_FLOAT, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
+                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Top, Validator, add_alt,
+                                  DECIMAL, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
+                                  make_disj, same_value, term_flags, unify_scalar, value_kind)
+
+NEW, EXPANDING, DONE = 0, 1, 2
+_BIG = 10 ** 24
+_DEF = "def"  # the closedness group fields of a definition derive theirs from
+SCALAR, STRUCT, LIST = 0, 1, 2
+
+
+class Limits:
+    """Bounds on one evaluation, so that no input can hang or exhaust the process."""
+    steps = 2_000_000           # conjuncts processed and expressions evaluated
+    string_bytes = 4 << 20      # the longest string an operation may build
+    list_length = 100_000       # the longest list an operation may build
+    disjunction_combinations = 4096
+    depth = 400                 # nested vertex evaluations (reference chains, structural recursion)
+
+
+class LimitExceeded(CueError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "limit")
+
+
+class _Ctx(threading.local):
+    def __init__(self) -> None:
+        self.steps = 0
+        self.depth = 0
+        self.copying: set = set()
+        self.limits = Limits
+
+
+CTX = _Ctx()
+
+
+def _step() -> None:
+    CTX.steps += 1
+    if CTX.steps > CTX.limits.steps:
+        raise LimitExceeded(f"evaluation exceeded {CTX.limits.steps} steps (a runaway comprehension or recursion?)")
+
+
+class Fail(Exception):
+    """Carries a Bottom out of a comprehension's clauses."""
+
+    def __init__(self, bottom: Bottom) -> None:
+        self.bottom = bottom
+
+
+class Conjunct:
+    __slots__ = ("expr", "env", "groups", "closed", "rec", "embed", "value")
+
+    def __init__(self, expr: Any, env: "Env | None", groups: tuple = (), closed: bool = False, rec: bool = False,
+                 embed: bool = False, value: Any = None) -> None:
+        self.expr, self.env, self.groups, self.closed, self.rec, self.embed, self.value = \
+            expr, env, groups, closed, rec, embed, value
+
+    def with_expr(self, expr: Any) -> "Conjunct":
+        return Conjunct(expr, self.env, self.groups, self.closed, self.rec, self.embed, None)
+
+
+class Env:
+    __slots__ = ("parent", "vertex", "bindings", "lets")
+
+    def __init__(self, parent: "Env | None", vertex: "Vertex | None", bindings: dict | None = None) -> None:
+        self.parent, self.vertex, self.bindings = parent, vertex, bindings
+        self.lets: dict | None = None
+
+    def let_value(self, decl: ast.LetDecl) -> "Vertex":
+        if self.lets is None:
+            self.lets = {}
+        v = self.lets.get(decl)
+        if v is None:
+            v = Vertex(self.vertex, None)
+            v.conjuncts.append(Conjunct(decl.x, self))
+            self.lets[decl] = v
+        return v
+
+
+class Group:
+    """A closedness group: the labels (and patterns) that the struct literals of one closed value allow."""
+    __slots__ = ("labels", "patterns", "open", "closed")
+
+    def __init__(self) -> None:
+        self.labels: set = set()
+        self.patterns: list = []
+        self.open = False
+        self.closed = False
+
+    def allows(self, key: str) -> bool:
+        if self.open or key in self.labels:
+            return True
+        return any(pattern_matches(p, key) for p in self.patterns)
+
+
+class Pattern:
+    """`[match]: value`; under a definition (`groups` set) what it adds to a field is closed too."""
+    __slots__ = ("match", "value", "env", "alias", "groups")
+
+    def __init__(self, match: Any, value: ast.Expr, env: Env, alias: str | None, groups: tuple | None) -> None:
+        self.match, self.value, self.env, self.alias, self.groups = match, value, env, alias, groups
+
+    def conjunct(self, key: str) -> Conjunct:
+        env = Env(self.env, None, {self.alias: key.lstrip(QUOTED)}) if self.alias else self.env
+        if self.groups is not None:
+            return Conjunct(self.value, env, tuple((g, key) for g in self.groups), True, True)
+        return Conjunct(self.value, env)
+
+
+def pattern_matches(match: Any, key: Any) -> bool:
+    if type(key) is not str or not is_regular(key):
+        return False
+    return type(unify_scalar(match, key.lstrip(QUOTED))) is not Bottom
+
+
+class Vertex:
+    __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
+                 "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
+                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals")
+
+    def __init__(self, parent: "Vertex | None", label: Any) -> None:
+        self.parent = parent
+        self.label = label
+        self.conjuncts: list[Conjunct] = []
+        self.arcs: dict = {}
+        self.state = NEW
+        self.kind = SCALAR
+        self.scalar: Any = None
+        self.is_struct = 0  # 2: a struct for sure; 1: only embedding literals so far (see _finish)
+        self.lists: list = []
+        self.list_open = False
+        self.structs: list = []
+        self.groups: dict = {}
+        self.patterns: list[Pattern] = []
+        self.comprs: list = []
+        self.disjs: list = []
+        self.choices: list | None = None
+        self.choice_i = 0
+        self.pending: list = []
+        self.err: Bottom | None = None
+        self.alts: list | None = None
+        self.regular = True
+        self.optional = False
+        self.required = False
+        self.not_allowed: Bottom | None = None
+        self.pat_seen = 0
+        self.optionals: list = []
+
+    def __repr__(self) -> str:
+        return f"Vertex({self.path()})"
+
+    # ---- paths and arcs ----------------------------------------------------------------------
+    def path(self) -> str:
+        parts = []
+        v: Vertex | None = self
+        while v is not None and v.label is not None:
+            label = v.label
+            if type(label) is int:
+                parts.append(str(label))
+            else:
+                label = label.lstrip(QUOTED)
+                parts.append(label if label.isidentifier() or label[:1] in "#_" else f'"{label}"')
+            v = v.parent
+        return ".".join(reversed(parts))
+
+    def new_arc(self, key: Any) -> "Vertex":
+        arc = Vertex(self, key)
+        arc.regular = False
+        self.arcs[key] = arc
+        if self.state == DONE and (self.patterns or self.optionals):
+            self._apply_patterns()
+        return arc
+
+    def _apply_patterns(self) -> None:
+        """Optional fields' constraints, then pattern constraints, reach fields after the fields' own
+        conjuncts (CUE v0.4 applies them last, which shows in the order of exported fields)."""
+        if self.optionals:
+            optionals = self.optionals
+            self.optionals = []
+            for arc, c in optionals:
+                arc.add(c)
+        patterns = self.patterns
+        n = len(patterns)
+        for key, arc in list(self.arcs.items()):
+            seen = arc.pat_seen
+            if seen < n and type(key) is str:
+                arc.pat_seen = n
+                for p in patterns[seen:]:
+                    if pattern_matches(p.match, key):
+                        arc.add(p.conjunct(key))
+
+    def mark(self, constraint: str) -> None:
+        if constraint == "":
+            self.regular = True
+        elif constraint == "!":
+            self.required = True
+        else:
+            self.optional = True
+
+    def add(self, c: Conjunct) -> None:
+        self.conjuncts.append(c)
+        if self.state == DONE:
+            self._incremental(c)
+
+    def _incremental(self, c: Conjunct) -> None:
+        if self.alts is not None or self.disjs:
+            return
+        self.state = EXPANDING
+        try:
+            self._process(c)
+            self._drain()
+            if self.patterns or self.optionals:
+                self._apply_patterns()
+            self._finish()
+        finally:
+            self.state = DONE
+
+    # ---- expansion ---------------------------------------------------------------------------
+    def expand(self) -> None:
+        if self.state != NEW:
+            return
+        self.state = EXPANDING
+        ctx = CTX
+        ctx.depth += 1
+        try:
+            if ctx.depth > ctx.limits.depth:
+                raise LimitExceeded(f"{self.path() or 'value'}: evaluation nested more than {ctx.limits.depth} "
+                                    "levels deep (a structural cycle?)")
+            conj = self.conjuncts
+            i = 0
+            while i < len(conj):
+                self._process(conj[i])
+                i += 1
+            self._drain()
+            if self.disjs:
+                self._resolve_disjunctions()
+            else:
+                if self.patterns or self.optionals:
+                    self._apply_patterns()
+                self._finish()
+        finally:
+            ctx.depth -= 1
+            self.state = DONE
+
+    def _drain(self) -> None:
+        while self.pending or self.comprs:
+            while self.pending:
+                self._process(self.pending.pop(0))
+            while self.comprs and not self.pending:
+                self._run_comprehension(self.comprs.pop(0))
+
+    def _process(self, c: Conjunct) -> None:
+        _step()
+        x = c.expr
+        if x is None:
+            self._add_value(c.value, c)
+            return
+        t = type(x)
+        if t is ast.StructLit:
+            self._add_struct(x, c, False)
+        elif t is ast.Ident or t is ast.Selector or t is ast.Index:
+            r = resolve(x, c.env)
+            if type(r) is Vertex:
+                self._add_vertex(r, c)
+            else:
+                self._add_value(r, c, x)
+        elif t is ast.Binary and x.op == "&":
+            self._process(c.with_expr(x.x))
+            self._process(c.with_expr(x.y))
+        elif t is ast.Binary and x.op == "|":
+            self._add_disjunction(x, c)
+        elif t is ast.ListLit:
+            self._add_list(x, c)
+        elif t is ast.Paren:
+            self._process(c.with_expr(x.x))
+        elif t is ast.Call and type(x.fn) is ast.Ident and x.fn.target == ("builtin", "close"):
+            if len(x.args) != 1:
+                self._set_err(Bottom("close: takes exactly one argument", "eval", (x.pos,)))
+                return
+            self._process(Conjunct(x.args[0], c.env, c.groups + (object(),), True, c.rec, c.embed))
+        elif t is ast.Unary and x.op == "*":
+            self._process(c.with_expr(x.x))
+        else:
+            self._add_value(evaluate(x, c.env), c, x)
+
+    def _set_err(self, b: Bottom) -> None:
+        if self.err is None or (self.err.incomplete and not b.incomplete):
+            self.err = b
+
+    def _add_vertex(self, r: "Vertex", c: Conjunct) -> None:
+        if r is self:
+            return
+        key = (id(self), id(r))
+        copying = CTX.copying
+        if key in copying:
+            return  # a reference cycle adds nothing new
+        label = r.label
+        if type(label) is str and label[:1] == "#" or (type(label) is str and label[:2] == "_#"):
+            groups = c.groups if c.embed else c.groups + (object(),)
+            closed = rec = True
+        else:
+            groups, closed, rec = c.groups, c.closed, c.rec
+        if not r.conjuncts:
+            r.expand()
+            self._add_value(r, c)
+            return
+        copying.add(key)
+        try:
+            for rc in list(r.conjuncts):
+                self._process(Conjunct(rc.expr, rc.env, rc.groups + groups, rc.closed or closed, rc.rec or rec,
+                                       c.embed, rc.value))
+        finally:
+            copying.discard(key)
+
+    def _add_value(self, v: Any, c: Conjunct, x: Any = None) -> None:
+        t = type(v)
+        if t is Vertex:
+            v.expand()
+            if v.conjuncts and v.state == DONE and v.conjuncts[0].expr is not None:
+                self._add_vertex(v, c)
+                return
+            if v.err is not None:
+                self._set_err(v.err)
+            elif v.alts is not None:
+                self.disjs.append(([(Conjunct(None, None, value=a), d) for a, d in v.alts], c)) \
+                    if self.choices is None or self.choice_i >= len(self.choices) else \
+                    self._choose([(Conjunct(None, None, value=a), d) for a, d in v.alts], c)
+            elif v.kind == STRUCT:
+                self.is_struct = 2
+                self.structs.extend(v.structs)
+                for k, arc in v.arcs.items():
+                    mine = self.arcs.get(k) or self.new_arc(k)
+                    if arc.regular:
+                        mine.regular = True
+                    mine.optional |= arc.optional
+                    mine.required |= arc.required
+                    mine.add(Conjunct(None, None, value=arc))
+            elif v.kind == LIST:
+                self.lists.append(([Conjunct(None, None, value=a) for a in v.arcs.values()], None))
+            else:
+                self._unify_scalar(v.scalar if v.scalar is not None else TOP, c)
+        elif t is Bottom:
+            if x is not None and not v.positions:
+                v = Bottom(v.message, v.kind, (x.pos,))
+            self._set_err(v)
+        elif t is Disj and any(type(a) is Vertex for a, _ in v.alts):
+            alts = [(Conjunct(None, None, value=a), d) for a, d in v.alts]
+            if self.choices is not None and self.choice_i < len(self.choices):
+                self._choose(alts, c)
+            else:
+                self.disjs.append((alts, c))
+        elif t is Func and v.validator and v.arity == 1:
+            self._unify_scalar(v, c)
+        elif t is Func or t is Package:
+            self._set_err(Bottom(f"cannot use {v!r} as a value (call it)", "eval"))
+        else:
+            self._unify_scalar(v, c)
+
+    def _unify_scalar(self, v: Any, c: Conjunct) -> None:
+        r = unify_scalar(self.scalar, v)
+        if type(r) is Bottom:
+            self._set_err(r)
+        else:
+            self.scalar = r
+
+    def _add_struct(self, lit: ast.StructLit, c: Conjunct, from_comprehension: bool) -> None:
+        env = Env(c.env, self)
+        groups = c.groups
+        if not groups:
+            # A literal that embeds gets a group of its own, so that an embedded definition closes it
+            # with the literal's own fields allowed; under a definition, children derive from _DEF.
+            if lit.has_embeds:
+                groups = (("lit", id(lit)),)
+            elif c.rec:
+                groups = (_DEF,)
+        if groups:
+            for g in groups:
+                grp = self.groups.get(g)
+                if grp is None:
+                    grp = self.groups[g] = Group()
+                grp.labels.update(lit.labels)
+                if lit.open:
+                    grp.open = True
+                if c.closed:
+                    grp.closed = True
+        if lit.labels:
+            self.structs.append(lit.labels)
+        if lit.struct_hint > self.is_struct:
+            self.is_struct = lit.struct_hint
+        rec = c.rec
+        for d in lit.decls:
+            t = type(d)
+            if t is ast.Field:
+                lab = d.label
+                kind = lab.kind
+                if kind == "ident":
+                    key = lab.name
+                elif kind == "string":
+                    key = QUOTED + lab.name if lab.name[:1] in "#_" else lab.name
+                elif kind == "dynamic":
+                    kv = default_of(evaluate(lab.expr, env))
+                    if type(kv) is Vertex:
+                        kv = kv.value()
+                    if type(kv) is Bottom:
+                        self._set_err(kv)
+                        continue
+                    if type(kv) is not str:
+                        self._set_err(Bottom(f"invalid label {fmt(kv)}: a dynamic label must be a string", "eval",
+                                             (lab.pos,)))
+                        continue
+                    key = QUOTED + kv if kv[:1] in "#_" else kv
+                    for g in groups:
+                        self.groups[g].labels.add(key)
+                    self.is_struct = 2
+                else:
+                    self._add_pattern(d, env, groups, rec)
+                    continue
+                arc = self.arcs.get(key)
+                if arc is None:
+                    arc = self.new_arc(key)
+                arc.mark(d.constraint)
+                if rec:
+                    fc = Conjunct(d.value, env, tuple((g, key) for g in groups), True, True)
+                elif key[:1] == "#" or key[:2] == "_#":
+                    fc = Conjunct(d.value, env, (), False, True)
+                else:
+                    fc = Conjunct(d.value, env)
+                if d.constraint == "?":
+                    self.optionals.append((arc, fc))
+                else:
+                    arc.add(fc)
+            elif t is ast.Embed:
+                self._process(Conjunct(d.x, env, groups, c.closed, rec, True))
+            elif t is ast.Comprehension:
+                self.comprs.append((d, env, groups, c.closed, rec))
+
+    def _add_pattern(self, d: ast.Field, env: Env, groups: tuple, rec: bool) -> None:
+        match = default_of(evaluate(d.label.expr, env))
+        if type(match) is Bottom:
+            self._set_err(match)
+            return
+        p = Pattern(match, d.value, env, d.label.alias, groups if rec else None)
+        self.patterns.append(p)
+        for g in groups:
+            self.groups[g].patterns.append(match)
+
+    def _run_comprehension(self, item: tuple) -> None:
+        d, env, groups, closed, rec = item
+        try:
+            for env_i in clauses(d.clauses, 0, env):
+                self._add_struct(d.body, Conjunct(d.body, env_i, groups, closed, rec, True), True)
+        except Fail as f:
+            self._set_err(f.bottom)
+
+    def _add_list(self, lit: ast.ListLit, c: Conjunct) -> None:
+        groups: tuple = tuple((g, "[]") for g in (c.groups or (_DEF,))) if c.rec else ()
+        elems: list[Conjunct] = []
+        env = c.env
+        try:
+            for e in lit.elems:
+                if type(e) is ast.Comprehension:
+                    for env_i in clauses(e.clauses, 0, env):
+                        elems.append(Conjunct(e.body, env_i, groups, c.rec, c.rec))
+                        if len(elems) > CTX.limits.list_length:
+                            raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
+                else:
+                    elems.append(Conjunct(e, env, groups, c.rec, c.rec))
+        except Fail as f:
+            self._set_err(f.bottom)
+            return
+        tail = Conjunct(lit.tail, env, groups, c.rec, c.rec) if lit.tail is not None else None
+        self.lists.append((elems, tail))
+
+    # ---- disjunctions ------------------------------------------------------------------------
+    def _add_disjunction(self, x: ast.Binary, c: Conjunct) -> None:
+        alts = flatten_disjunction(x)
+        values = []
+        structural = False
+        for e, d in alts:
+            te = type(e)
+            if te is ast.StructLit or te is ast.ListLit:
+                structural = True
+                break
+            v = evaluate(e, c.env)
+            if type(v) is Vertex:
+                structural = True
+                break
+            if type(v) is Disj and any(type(a) is Vertex for a, _ in v.alts):
+                structural = True
+                break
+            values.append((v, d))
+        if not structural:
+            out: list = []
+            first_err = None
+            for v, rule in values:
+                if type(v) is Bottom:
+                    first_err = first_err or v
+                else:
+                    for w, dw in term_flags(v, rule):
+                        add_alt(out, w, dw)
+            self._unify_scalar(make_disj(out, first_err), c)
+            return
+        conjs = [(c.with_expr(e), rule == "T") for e, rule in alts]
+        if self.choices is not None and self.choice_i < len(self.choices):
+            self._choose(conjs, c)
+        else:
+            self.disjs.append((conjs, c))
+
+    def _choose(self, alts: list, c: Conjunct) -> None:
+        k = self.choices[self.choice_i]
+        self.choice_i += 1
+        chosen = alts[k][0]
+        if chosen.expr is None:
+            chosen = Conjunct(None, None, c.groups, c.closed, c.rec, c.embed, chosen.value)
+        self.pending.append(chosen)
+
+    def _resolve_disjunctions(self) -> None:
+        disjs = self.disjs
+        self.disjs = []
+        base = list(self.choices or ())
+        total = 1
+        for alts, _ in disjs:
+            total *= len(alts)
+        if total > CTX.limits.disjunction_combinations:
+            raise LimitExceeded(f"{self.path() or 'value'}: more than {CTX.limits.disjunction_combinations} "
+                                "combinations of disjunctions")
+        results: list = []
+        first_err: Bottom | None = None
+        has_marks = [any(d for _, d in alts) for alts, _ in disjs]
+        for combo in itertools.product(*[range(len(alts)) for alts, _ in disjs]):
+            clone = Vertex(self.parent, self.label)
+            clone.conjuncts = self.conjuncts
+            clone.regular, clone.optional, clone.required = self.regular, self.optional, self.required
+            clone.choices = base + list(combo)
+            clone.expand()
+            err = deep_error(clone)
+            if err is not None:
+                if first_err is None:
+                    first_err = err
+                continue
+            # defaults combine as in unification: disjunctions without marks do not restrict
+            marked = [disjs[j][0][k][1] for j, k in enumerate(combo) if has_marks[j]]
+            if clone.alts is not None:
+                inner_marked = any(da for _, da in clone.alts)
+                for a, da in clone.alts:
+                    add_vertex_alt(results, a, combine_defaults(marked + ([da] if inner_marked else [])))
+            else:
+                add_vertex_alt(results, clone, combine_defaults(marked))
+        if not results:
+            self.err = first_err or Bottom("empty disjunction", "conflict")
+            self.kind = SCALAR
+            return
+        if len(results) == 1:
+            self._adopt(results[0][0])
+            return
+        self.alts = results
+
+    def _adopt(self, other: "Vertex") -> None:
+        self.arcs = other.arcs
+        for arc in self.arcs.values():
+            arc.parent = self
+        self.kind, self.scalar, self.is_struct = other.kind, other.scalar, other.is_struct
+        self.structs, self.groups, self.patterns = other.structs, other.groups, other.patterns
+        self.err, self.alts, self.list_open = other.err, other.alts, other.list_open
+
+    # ---- the value ---------------------------------------------------------------------------
+    def _finish(self) -> None:
+        if self.lists:
+            self._merge_lists()
+        if self.err is not None:
+            self.kind = SCALAR
+            return
+        scalar = self.scalar
+        if self.is_struct == 1:
+            self.is_struct = 2 if (scalar is None or scalar is TOP) and self.kind != LIST else 0
+        if self.kind == LIST:
+            if self.is_struct:
+                self.err = Bottom("conflicting values list and struct", "conflict")
+            elif scalar is not None and scalar is not TOP and not (value_kind(scalar) & K_LIST):
+                self.err = Bottom(f"conflicting values {fmt(scalar)} and list", "conflict")
+            return
+        if self.is_struct:
+            if scalar is not None and scalar is not TOP and not (value_kind(scalar) & K_STRUCT):
+                self.err = Bottom(f"conflicting values {fmt(scalar)} and {{...}} (mismatched types "
+                                  f"{kind_name(value_kind(scalar))} and struct)", "conflict")
+                return
+            self.kind = STRUCT
+            self._check_closed()
+            return
+        self.kind = SCALAR
+
+    def _merge_lists(self) -> None:
+        lists = self.lists
+        self.lists = []
+        n = None
+        for elems, tail in lists:
+            if tail is None:
+                if n is None:
+                    n = len(elems)
+                elif n != len(elems):
+                    self.err = Bottom(f"incompatible list lengths ({n} and {len(elems)})", "conflict")
+                    return
+        length = n if n is not None else max(len(e) for e, _ in lists)
+        for elems, tail in lists:
+            if tail is None and len(elems) < length:
+                self.err = Bottom(f"incompatible list lengths ({len(elems)} and {length})", "conflict")
+                return
+        arcs = self.arcs
+        for i in range(length):
+            arc = arcs.get(i)
+            if arc is None:
+                arc = arcs[i] = Vertex(self, i)
+            for elems, tail in lists:
+                if i < len(elems):
+                    arc.add(elems[i])
+            for elems, tail in lists:  # a list's `...T` constrains after the elements, as a pattern does
+                if i >= len(elems) and tail is not None:
+                    arc.add(tail)
+        self.list_open = n is None
+        self.kind = LIST
+
+    def _check_closed(self) -> None:
+        closed = [g for g in self.groups.values() if g.closed and not g.open]
+        if not closed:
+            return
+        for key, arc in self.arcs.items():
+            if type(key) is not str or not is_regular(key):
+                continue
+            for g in closed:
+                if not g.allows(key):
+                    arc.not_allowed = Bottom("field not allowed", "closed")
+                    break
+
+    def value(self) -> Any:
+        """What this vertex stands for in an expression: a scalar, a Disj, a Bottom, or itself."""
+        if self.state == NEW:
+            self.expand()
+        elif self.state == EXPANDING:
+            return Bottom(f"cycle: {self.path() or 'value'} refers to itself", "cycle")
+        if self.not_allowed is not None:
+            return self.not_allowed
+        if self.err is not None:
+            return self.err
+        if self.alts is not None:
+            # scalar alternatives (`*null | [...string]`) stand for their scalar, as operands
+            return Disj([(a.value() if a.kind == SCALAR else a, d) for a, d in self.alts])
+        if self.kind != SCALAR:
+            return self
+        return TOP if self.scalar is None else self.scalar
+
+
+def combine_defaults(flags: list[bool]) -> bool:
+    """An alternative is a default if it is one in every disjunction that has defaults, and some has."""
+    return bool(flags) and all(flags)
+
+
+def add_vertex_alt(results: list, v: Vertex, default: bool) -> None:
+    for i, (w, d) in enumerate(results):
+        if vertices_equal(v, w):
+            results[i] = (w, d or default)
+            return
+    results.append((v, default))
+
+
+def vertices_equal(a: Vertex, b: Vertex) -> bool:
+    a.expand()
+    b.expand()
+    if a.kind != b.kind or (a.err is None) != (b.err is None):
+        return False
+    if a.alts is not None or b.alts is not None:
+        return False
+    if a.kind == SCALAR:
+        sa, sb = a.scalar if a.scalar is not None else TOP, b.scalar if b.scalar is not None else TOP
+        return same_value(sa, sb)
+    ka = [k for k, v in a.arcs.items() if v.regular]
+    kb = [k for k, v in b.arcs.items() if v.regular]
+    if sorted(map(str, ka)) != sorted(map(str, kb)):
+        return False
+    if a.kind == LIST and a.list_open != b.list_open:
+        return False
+    return all(vertices_equal(a.arcs[k], b.arcs[k]) for k in ka)
+
+
+def deep_error(v: Vertex, depth: int = 0) -> Bottom | None:
+    """The first error (not merely incomplete) in v or its regular fields."""
+    v.expand()
+    if v.not_allowed is not None:
+        return v.not_allowed
+    if v.err is not None:
+        return None if v.err.incomplete else v.err
+    if v.alts is not None:
+        return None
+    if depth > CTX.limits.depth:
+        raise LimitExceeded("value nested too deeply (a structural cycle?)")
+    for arc in list(v.arcs.values()):
+        if arc.regular:
+            e = deep_error(arc, depth + 1)
+            if e is not None:
+                return e
+    return None
+
+
+def first_error(v: Vertex, depth: int = 0) -> CueError | None:
+    """The first error (not merely incomplete) anywhere in v: fields, hidden fields and definitions."""
+    v.expand()
+    if v.not_allowed is not None:
+        return v.not_allowed.error(v.path())
+    if v.err is not None:
+        # an undefined field may still be supplied: cue export reports it only where it exports
+        return None if v.err.incomplete or v.err.kind == "undefined" else v.err.error(v.path())
+    if v.alts is not None:
+        return None
+    if depth > CTX.limits.depth:
+        raise LimitExceeded("value nested too deeply (a structural cycle?)")
+    for arc in list(v.arcs.values()):
+        if arc.regular or arc.required:
+            e = first_error(arc, depth + 1)
+            if e is not None:
+                return e
+    return None
+
+
+def flatten_disjunction(x: Any) -> list[tuple[Any, str]]:
+    """The terms of `a | *b | (c | *d)` with the rule that gives each its default flags (values.term_flags):
+    in a marked disjunction a marked term is "T" and an unmarked one "F"; in an unmarked one "own". A
+    parenthesised disjunction keeps its own marks where the spec says so (M2, D2)."""
+    terms: list[Any] = []
+    _collect(x, terms)
+    marked = any(type(e) is ast.Unary and e.op == "*" for e in terms)
+    out: list[tuple[Any, str]] = []
+    for e in terms:
+        is_marked = type(e) is ast.Unary and e.op == "*"
+        inner = e.x if is_marked else e
+        while type(inner) is ast.Paren:
+            inner = inner.x
+        if type(inner) is ast.Binary and inner.op == "|":
+            sub = flatten_disjunction(inner)
+            sub_marked = any(r == "T" for _, r in sub)
+            if marked:
+                if is_marked:
+                    out.extend(sub if sub_marked else [(se, "T") for se, _ in sub])
+                else:
+                    out.extend((se, "F") for se, _ in sub)
+            else:
+                out.extend(sub)
+        else:
+            out.append((inner, ("T" if is_marked else "F") if marked else "own"))
+    return out
+
+
+def _collect(x: Any, out: list) -> None:
+    if type(x) is ast.Binary and x.op == "|":
+        _collect(x.x, out)
+        _collect(x.y, out)
+    else:
+        out.append(x)
+
+
+# ---- comprehension clauses -------------------------------------------------------------------
+def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
+    if i == len(cls):
+        yield env
+        return
+    cl = cls[i]
+    t = type(cl)
+    if t is ast.ForClause:
+        src = default_of(evaluate(cl.source, env))
+        if type(src) is Bottom:
+            raise Fail(src if src.positions else Bottom(src.message, src.kind, (cl.source.pos,)))
+        if type(src) is not Vertex:
+            if src is TOP or type(src) in (BasicType, Conj, Bound):
+                raise Fail(Bottom(f"cannot range over {fmt(src)} (incomplete)", "incomplete", (cl.source.pos,)))
+            raise Fail(Bottom(f"cannot range over {fmt(src)} (found {kind_name(value_kind(src))}, want list or "
+                              "struct)", "eval", (cl.source.pos,)))
+        if src.kind == LIST:
+            items = [(k, a) for k, a in src.arcs.items()]
+        else:
+            items = [(k.lstrip(QUOTED), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
+        for k, a in items:
+            _step()
+            bindings = {cl.value: a}
+            if cl.key:
+                bindings[cl.key] = k
+            yield from clauses(cls, i + 1, Env(env, None, bindings))
+    elif t is ast.IfClause:
+        c = default_of(evaluate(cl.cond, env))
+        if type(c) is Bottom:
+            raise Fail(c if c.positions else Bottom(c.message, c.kind, (cl.cond.pos,)))
+        if type(c) is not bool:
+            if type(c) is BasicType or c is TOP:
+                raise Fail(Bottom(f"incomplete condition {fmt(c)}", "incomplete", (cl.cond.pos,)))
+            raise Fail(Bottom(f"cannot use {fmt(c)} as type bool in if clause", "eval", (cl.cond.pos,)))
+        if c:
+            yield from clauses(cls, i + 1, env)
+    else:
+        v = Vertex(env.vertex if env is not None else None, None)
+        v.conjuncts.append(Conjunct(cl.x, env))
+        yield from clauses(cls, i + 1, Env(env, None, {cl.name: v}))
+
+
+def ordered_keys(v: Vertex) -> list:
+    """The order CUE v0.4 gives a struct's fields: a topological merge of the field order of every
+    struct literal that contributed, then the fields no literal declared (comprehensions, dynamic
+    labels) in the order they were added (cue/types.go structValOpts and export.VertexFeatures)."""
+    arcs = v.arcs
+    fronts = [list(s) for s in v.structs]
+    if not fronts:
+        return list(arcs)
+    known = set()
+    for f in fronts:
+        known.update(f)
+    extra = [k for k in arcs if k not in known]
+    if extra:
+        fronts.append(extra)
+    if len(fronts) == 1:
+        order = fronts[0]
+    else:
+        order = _sort_arcs(fronts)
+    return [k for k in order if k in arcs]
+
+
+def _sort_arcs(fronts: list[list]) -> list:
+    counts: dict = {}
+    for a in fronts:
+        if len(a) <= 1:
+            continue
+        for f in a[1:]:
+            counts[f] = counts.get(f, 0) + 1
+    order: list = []
+    done: set = set()
+    while True:
+        progress = False
+        for i, a in enumerate(fronts):
+            if not a:
+                continue
+            f = a[0]
+            n = counts.get(f, 0)
+            if n > 0 and f not in done:
+                continue
+            a = a[1:]
+            fronts[i] = a
+            if len(a) > 1 and counts.get(a[0], 0) > 0 and a[0] not in done:
+                counts[a[0]] -= 1
+            if f not in done:
+                done.add(f)
+                order.append(f)
+            progress = True
+            break
+        if progress:
+            continue
+        for a in fronts:
+            if a:
+                counts[a[0]] = 0
+                break
+        else:
+            return order
+
+
+# ---- expressions -----------------------------------------------------------------------------
+def resolve(x: Any, env: Env | None) -> Any:
+    """A reference's target: a Vertex (not yet evaluated), or a value (builtins, bindings, errors)."""
+    t = type(x)
+    if t is ast.Ident:
+        e = env
+        for _ in range(x.depth):
+            e = e.parent
+        kind, key = x.target
+        if kind == "field":
+            vx = e.vertex
+            arc = vx.arcs.get(key)
+            if arc is None:
+                arc = vx.new_arc(key)
+            return arc
+        if kind == "var":
+            return e.bindings[key]
+        if kind == "let":
+            return e.let_value(key)
+        if kind == "builtin":
+            from velashard.cue.builtins import UNIVERSE
+            return UNIVERSE[key]
+        from velashard.cue.builtins import package
+        return package(key)
+    if t is ast.Selector:
+        base = x.x
+        tb = type(base)
+        if tb is ast.Ident or tb is ast.Selector or tb is ast.Index:
+            b = resolve(base, env)
+        else:
+            b = evaluate(base, env)
+        return select(b, x.label, x)
+    if t is ast.Index:
+        base = x.x
+        tb = type(base)
+        b = resolve(base, env) if (tb is ast.Ident or tb is ast.Selector or tb is ast.Index) else evaluate(base, env)
+        idx = default_of(evaluate(x.index, env))
+        if type(idx) is Vertex:
+            idx = idx.value()
+        if type(idx) is Bottom:
+            return idx
+        if type(idx) is str:
+            return select(b, QUOTED + idx if idx[:1] in "#_" else idx, x, quoted=True)
+        if type(idx) is not int:
+            if not is_atom(idx):
+                return Bottom(f"incomplete index {fmt(idx)}", "incomplete", (x.pos,))
+            return Bottom(f"invalid index {fmt(idx)} (want int or string)", "eval", (x.pos,))
+        return index_list(b, idx, x)
+    return evaluate(x, env)
+
+
+def source_vertex(m: CueSource) -> "Vertex":
+    """A package member written in CUE: compiled once, a fresh value per use."""
+    if m.expr is None:
+        from velashard.cue.compiler import Compiler, Scope
+        from velashard.cue.parser import parse_expr
+        x = parse_expr(m.text, "<builtin>")
+        Compiler([]).expr(x, Scope(None, {}))
+        m.expr = x
+    return temp_vertex(m.expr, None)
+
+
+def _struct_of(b: Any, x: Any) -> Any:
+    if type(b) is Vertex:
+        if b.state == NEW:
+            b.expand()
+        if b.state == EXPANDING:
+            return b
+        if b.not_allowed is not None:
+            return b.not_allowed
+        if b.err is not None:
+            return b.err
+        if b.alts is not None:
+            defaults = [a for a, d in b.alts if d]
+            if len(defaults) != 1:
+                return Bottom(f"unresolved disjunction {b.path()}", "incomplete", (x.pos,))
+            return _struct_of(defaults[0], x)
+        return b
+    if type(b) is Disj:
+        return _struct_of(default_of(b), x)
+    return b
+
+
+def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
+    if type(b) is Package:
+        m = b.members.get(label)
+        if m is None:
+            return Bottom(f"{b.path.split('/')[-1]}.{label} is not a function of package {b.path} (or not "
+                          "supported by this evaluator)", "eval", (x.pos,))
+        if type(m) is CueSource:
+            return source_vertex(m)
+        return m
+    b = _struct_of(b, x)
+    if type(b) is Bottom:
+        return b
+    if type(b) is not Vertex:
+        if b is TOP or type(b) in (BasicType, Conj):
+            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (value is incomplete)", "incomplete", (x.pos,))
+        return Bottom(f"invalid selector {label.lstrip(QUOTED)} on {fmt(b)} (not a struct)", "eval", (x.pos,))
+    if b.kind == LIST:
+        return Bottom(f"invalid selector {label} on a list", "eval", (x.pos,))
+    if b.kind == SCALAR and b.state == DONE:
+        return _not_a_container(b, x)
+    arc = b.arcs.get(label)
+    if arc is None or not (arc.regular or (b.state == EXPANDING and not arc.optional)):
+        if b.state == EXPANDING:
+            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (cycle)", "incomplete", (x.pos,))
+        return Bottom(f"undefined field: {label.lstrip(QUOTED)}", "undefined", (x.pos,))
+    return arc
+
+
+def _not_a_container(b: Any, x: Any) -> Bottom:
+    v = (TOP if b.scalar is None else b.scalar) if type(b) is Vertex else b
+    if is_atom(v):
+        return Bottom(f"invalid operand {fmt(v)} (found {kind_name(kind_of(v))}, want list or struct)", "eval",
+                      (x.pos,))
+    return Bottom(f"incomplete value {fmt(v)} (want list or struct)", "incomplete", (x.pos,))
+
+
+def index_list(b: Any, i: int, x: Any) -> Any:
+    b = _struct_of(b, x)
+    if type(b) is Bottom:
+        return b
+    if type(b) is not Vertex or b.kind != LIST:
+        if type(b) is Vertex and b.kind == STRUCT:
+            return Bottom(f"invalid index {i} on a struct (want a string)", "eval", (x.pos,))
+        return _not_a_container(b, x)
+    if i < 0:
+        return Bottom(f"invalid index {i} (index must be non-negative)", "eval", (x.pos,))
+    arc = b.arcs.get(i)
+    if arc is None:
+        return Bottom(f"invalid list index {i} (out of bounds)", "undefined", (x.pos,))
+    return arc
+
+
+def evaluate(x: Any, env: Env | None) -> Any:
+    _step()
+    t = type(x)
+    if t is ast.Lit:
+        return NULL if x.kind == "null" else x.value
+    if t is ast.Ident or t is ast.Selector or t is ast.Index:
+        r = resolve(x, env)
+        if type(r) is Vertex:
+            return r.value()
+        return r
+    if t is ast.Binary:
+        return binary(x, env)
+    if t is ast.Unary:
+        return unary(x, env)
+    if t is ast.Call:
+        from velashard.cue.calls import call
+        return call(x, env)
+    if t is ast.Interp:
+        return interpolate(x, env)
+    if t is ast.Paren:
+        return evaluate(x.x, env)
+    if t is ast.BottomLit:
+        return Bottom("explicit error (_|_ literal) in source", "eval", (x.pos,))
+    if t is ast.StructLit or t is ast.ListLit:
+        return temp_vertex(x, env).value()
+    if t is ast.Slice:
+        return slice_list(x, env)
+    return Bottom(f"cannot evaluate {type(x).__name__}", "eval", (x.pos,))
+
+
+def temp_vertex(x: Any, env: Env | None) -> Vertex:
+    v = Vertex(env.vertex if env is not None and env.vertex is not None else None, None)
+    v.conjuncts.append(Conjunct(x, env))
+    v.expand()
+    return v
+
+
+def operand(x: Any, env: Env | None) -> Any:
+    v = default_of(evaluate(x, env))
+    return v
+
+
+def binary(x: ast.Binary, env: Env | None) -> Any:
+    op = x.op
+    if op == "&":
+        a = evaluate(x.x, env)
+        b = evaluate(x.y, env)
+        if type(a) is Vertex or type(b) is Vertex or (type(a) is Disj and _has_vertex(a)) or (
+                type(b) is Disj and _has_vertex(b)):
+            return temp_vertex(x, env).value()
+        return unify_scalar(a, b)
+    if op == "|":
+        alts = flatten_disjunction(x)
+        out: list = []
+        first_err = None
+        for e, rule in alts:
+            v = evaluate(e, env)
+            if type(v) is Vertex or (type(v) is Disj and _has_vertex(v)):
+                return temp_vertex(x, env).value()
+            if type(v) is Bottom:
+                first_err = first_err or v
+            else:
+                for w, dw in term_flags(v, rule):
+                    add_alt(out, w, dw)
+        return make_disj(out, first_err)
+    if (op == "==" or op == "!=") and (type(x.y) is ast.BottomLit or type(x.x) is ast.BottomLit):
+        other = x.x if type(x.y) is ast.BottomLit else x.y
+        v = evaluate(other, env)
+        is_bottom = type(v) is Bottom
+        return is_bottom if op == "==" else not is_bottom
+    if op == "&&" or op == "||":
+        a = operand(x.x, env)
+        if type(a) is Bottom:
+            return a
+        if type(a) is not bool:
+            return _bad_operand(op, a, x)
+        if (op == "&&" and not a) or (op == "||" and a):
+            return a
+        b = operand(x.y, env)
+        if type(b) is Bottom:
+            return b
+        if type(b) is not bool:
+            return _bad_operand(op, b, x)
+        return b
+    a = operand(x.x, env)
+    if type(a) is Bottom:
+        return a
+    b = operand(x.y, env)
+    if type(b) is Bottom:
+        return b
+    return arith(op, a, b, x)
+
+
+def _has_vertex(d: Disj) -> bool:
+    return any(type(a) is Vertex for a, _ in d.alts)
+
+
+def _bad_operand(op: str, v: Any, x: Any) -> Bottom:
+    if not is_atom(v) and type(v) is not Vertex:
+        return Bottom(f"incomplete operand {fmt(v)} to {op}", "incomplete", (x.pos,))
+    return Bottom(f"invalid operand {fmt(v) if type(v) is not Vertex else v.path() or 'struct'} to '{op}' "
+                  f"(type {_type_name(v)})", "eval", (x.pos,))
+
+
+def _type_name(v: Any) -> str:
+    if type(v) is Vertex:
+        return "list" if v.kind == LIST else "struct"
+    return kind_name(value_kind(v))
+
+
+def arith(op: str, a: Any, b: Any, x: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if not (is_atom(a) or ta is Vertex) or not (is_atom(b) or tb is Vertex):
+        bad = a if not (is_atom(a) or ta is Vertex) else b
+        return Bottom(f"incomplete value {fmt(bad)} in operand of {op}", "incomplete", (x.pos,))
+    ka = K_LIST if ta is Vertex and a.kind == LIST else (K_STRUCT if ta is Vertex else kind_of(a))
+    kb = K_LIST if tb is Vertex and b.kind == LIST else (K_STRUCT if tb is Vertex else kind_of(b))
+    if op in ("==", "!="):
+        if ka & K_NUMBER and kb & K_NUMBER or ka == kb:
+            if ka == K_STRUCT:
+                return Bottom(f"invalid operation: {op} on struct", "eval", (x.pos,))
+            if ka == K_LIST:
+                from velashard.cue.export import to_data
+                try:
+                    r = to_data(a) == to_data(b)
+                except CueError as err:
+                    return Bottom(err.message, err.kind, (x.pos,))
+            else:
+                r = equal_atoms(a, b)
+            return r if op == "==" else not r
+        if a is NULL or b is NULL:
+            return op == "!="
+        return Bottom(f"invalid operands {_show(a)} and {_show(b)} to '{op}' (type {kind_name(ka)} and "
+                      f"{kind_name(kb)})", "eval", (x.pos,))
+    if ka & K_NUMBER and kb & K_NUMBER:
+        if op in ("<", "<=", ">", ">="):
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+        if ka == K_INT and kb == K_INT and op != "/":
+            r = a + b if op == "+" else a - b if op == "-" else a * b
+            if -_BIG < r < _BIG:
+                return r
+            # CUE computes ints with apd too: beyond 24 digits they round (and print with an exponent)
+        try:
+            da, db = Decimal(a), Decimal(b)
+            if op == "+":
+                return DECIMAL.add(da, db)
+            if op == "-":
+                return DECIMAL.subtract(da, db)
+            if op == "*":
+                return DECIMAL.multiply(da, db)
+            if op == "/":
+                if db == 0:
+                    return Bottom("division by zero", "eval", (x.pos,))
+                return DECIMAL.divide(da, db)
+        except (DivisionByZero, InvalidOperation) as err:
+            return Bottom(f"invalid arithmetic: {err}", "eval", (x.pos,))
+    if ka == kb and ka & (K_STRING | K_BYTES):
+        if op == "+":
+            if len(a) + len(b) > CTX.limits.string_bytes:
+                raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+            return a + b
+        if op in ("<", "<=", ">", ">="):
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    if op in ("=~", "!~") and ka & (K_STRING | K_BYTES) and kb & (K_STRING | K_BYTES):
+        from velashard.cue.values import compile_regex
+        s = a.decode("utf-8", "replace") if type(a) is bytes else a
+        found = compile_regex(b).search(s) is not None
+        return found if op == "=~" else not found
+    if op == "*" and ((ka & (K_STRING | K_BYTES | K_LIST)) and kb == K_INT or
+                      (kb & (K_STRING | K_BYTES | K_LIST)) and ka == K_INT):
+        seq, n = (a, b) if kb == K_INT else (b, a)
+        if n < 0:
+            return Bottom(f"negative repeat count {n}", "eval", (x.pos,))
+        if type(seq) is Vertex:
+            items = list(seq.arcs.values())
+            if len(items) * n > CTX.limits.list_length:
+                raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
+            return list_vertex(items * n)
+        if len(seq) * n > CTX.limits.string_bytes:
+            raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+        return seq * n
+    if op == "+" and ka == K_LIST and kb == K_LIST:
+        items = list(a.arcs.values()) + list(b.arcs.values())
+        if len(items) > CTX.limits.list_length:
+            raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
+        return list_vertex(items)
+    return Bottom(f"invalid operation {_show(a)} {op} {_show(b)} (mismatched types {kind_name(ka)} and "
+                  f"{kind_name(kb)})", "eval", (x.pos,))
+
+
+def _show(v: Any) -> str:
+    if type(v) is Vertex:
+        return v.path() or ("list" if v.kind == LIST else "struct")
+    return fmt(v)
+
+
+def list_vertex(items: list) -> Vertex:
+    v = Vertex(None, None)
+    v.state = DONE
+    v.kind = LIST
+    for i, a in enumerate(items):
+        arc = Vertex(v, i)
+        arc.conjuncts.append(Conjunct(None, None, value=a))
+        v.arcs[i] = arc
+    return v
+
+
+def unary(x: ast.Unary, env: Env | None) -> Any:
+    op = x.op
+    if op == "*":
+        return evaluate(x.x, env)
+    v = operand(x.x, env)
+    if type(v) is Bottom:
+        return v
+    if op == "-" or op == "+":
+        if type(v) in (int, Decimal):
+            return -v if op == "-" else v
+        if type(v) is BasicType and v.mask & K_NUMBER:
+            return v
+        return _bad_operand(op, v, x)
+    if op == "!":
+        if type(v) is bool:
+            return not v
+        return _bad_operand(op, v, x)
+    if type(v) is Vertex or not is_atom(v):
+        return Bottom(f"invalid operand {fmt(v) if type(v) is not Vertex else 'struct'} for bound {op}",
+                      "incomplete" if type(v) is not Vertex else "eval", (x.pos,))
+    if op in ("=~", "!~") and type(v) is not str:
+        return Bottom(f"invalid regular expression {fmt(v)}", "eval", (x.pos,))
+    try:
+        return Bound(op, v)
+    except CueError as err:
+        return Bottom(err.message, err.kind, (x.pos,))
+
+
+def interpolate(x: ast.Interp, env: Env | None) -> Any:
+    out: list[str] = []
+    size = 0
+    for p in x.parts:
+        if type(p) is str:
+            out.append(p)
+            size += len(p)
+            continue
+        v = operand(p, env)
+        t = type(v)
+        if t is Bottom:
+            return v
+        if t is str:
+            s = v
+        elif t is bool:
+            s = "true" if v else "false"
+        elif t is int:
+            s = str(v)
+        elif t is Decimal:
+            s = str(v)
+        elif t is bytes:
+            s = v.decode("utf-8", "replace")
+        elif t is Vertex:
+            return Bottom(f"invalid interpolation: cannot use {_type_name(v)} in a string", "eval", (p.pos,))
+        elif v is NULL:
+            return Bottom("invalid interpolation: cannot use null in a string", "eval", (p.pos,))
+        else:
+            return Bottom(f"invalid interpolation: non-concrete value {fmt(v)}", "incomplete", (p.pos,))
+        out.append(s)
+        size += len(s)
+        if size > CTX.limits.string_bytes:
+            raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+    text = "".join(out)
+    return text.encode("utf-8", "surrogateescape") if x.is_bytes else text
+
+
+def slice_list(x: ast.Slice, env: Env | None) -> Any:
+    base = _struct_of(evaluate(x.x, env), x)
+    if type(base) is Bottom:
+        return base
+    lo = operand(x.lo, env) if x.lo is not None else 0
+    if type(base) is str or type(base) is bytes:
+        hi = operand(x.hi, env) if x.hi is not None else len(base)
+        return base[lo:hi]
+    if type(base) is not Vertex or base.kind != LIST:
+        return Bottom("cannot slice a non-list", "eval", (x.pos,))
+    items = list(base.arcs.values())
+    hi = operand(x.hi, env) if x.hi is not None else len(items)
+    if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= len(items):
+        return Bottom(f"invalid slice [{fmt(lo)}:{fmt(hi)}] of a list of length {len(items)}", "eval", (x.pos,))
+    return list_vertex(items[lo:hi])

@@ -17,8 +17,8 @@ reference never picks up a shadowing field by accident.
 Left out on purpose, because CUE v0.4.0-beta.1 (the oracle) and current CUE disagree there (see the corpus's
 `.why` files): list `+`/`*`, divisions whose decimals do not terminate or integers beyond 24 digits (v0.4
 rounds to 24 significant digits, current CUE to 34), two disjunctions with different defaults unified,
-a comprehension's bare value variable as a parenthesized label (`(v): ...`), defaults that are themselves
-errors, required fields, unused imports.
+a comprehension's bare value variable as a parenthesized label (`(v): ...`), list elements with defaults
+passed to builtins, defaults that are themselves errors, required fields, unused imports.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Referable:
     length: int | None = None          # for lists built from literals
     fields: dict[str, "Referable"] = field(default_factory=dict)  # for structs: fields sure to exist
     optional: tuple[str, ...] = ()     # for structs: optional fields that may be absent
+    default: bool = False              # a value with a default (`*"a" | "b"`), not yet resolved
 
 
 class _Builder:
@@ -82,9 +83,12 @@ class _Builder:
         return out
 
     # -- scalar expressions --------------------------------------------------------------------------
-    def expr(self, kind: str, scope: list[Referable], depth: int = 0) -> str:
-        """An expression of `kind` (never a default disjunction: those only stand alone as a field's value)."""
-        refs = self.refs(scope, kind)
+    def expr(self, kind: str, scope: list[Referable], depth: int = 0, plain: bool = False) -> str:
+        """An expression of `kind` (never a default disjunction: those only stand alone as a field's value).
+        `plain`: not a bare reference to a value with a default. v0.4 passes list elements to builtins
+        without taking their defaults (non-concrete value for element 0 of string list argument 0), current
+        CUE takes them; so list elements are plain."""
+        refs = [r for r in self.refs(scope, kind) if not (plain and r.default)]
         if refs and self.chance(0.35):
             return self.pick(refs).expr
         deep = depth >= 2
@@ -142,7 +146,7 @@ class _Builder:
                 if fn == "join":
                     lists = self.refs(scope, "list_str")
                     arg = self.pick(lists).expr if lists and self.chance(0.5) else \
-                        f"[{self.expr('string', scope, depth + 1)}, {self.pick(WORDS)}]"
+                        f"[{self.expr('string', scope, depth + 1, plain=True)}, {self.pick(WORDS)}]"
                     return f"strings.Join({arg}, \",\")"
                 if fn == "replace":
                     return f"strings.Replace({self.expr('string', scope, depth + 1)}, \"a\", \"o\", -1)"
@@ -176,13 +180,16 @@ class _Builder:
         raise ValueError(kind)
 
     # -- whole field values ----------------------------------------------------------------------------
-    def value(self, kind: str, scope: list[Referable], depth: int) -> tuple[str, Referable | None]:
+    def value(self, kind: str, scope: list[Referable], depth: int) -> tuple[str, Referable]:
         """A field's value (may be a default disjunction, a bound, a struct or a list) and what it offers
-        for references (None: refer to it as a plain value of its kind)."""
+        for references (its expression left empty: the caller knows the field's name)."""
         if kind in ("int", "string", "float", "bool") and self.chance(0.25):
-            return self.constrained(kind, scope), None
+            text = self.constrained(kind, scope)
+            return text, Referable("", kind, default="*" in text)
         if kind in SCALARS or kind == "null":
-            return self.expr(kind, scope), None
+            text = self.expr(kind, scope)
+            # a bare reference to a value with a default passes the default on
+            return text, Referable("", kind, default=any(r.expr == text and r.default for r in self.refs(scope, kind)))
         if kind == "struct":
             items, ref = self.struct_items(scope, depth)
             return render_struct(items), ref
@@ -229,7 +236,7 @@ class _Builder:
             k = self.pick(KINDS if depth < 2 else SCALARS)
             text, ref = self.value(k, local, depth + 1)
             items.append(f"{name}: {text}")
-            r = Referable(name, k) if ref is None else requalify(ref, name)
+            r = requalify(ref, name)
             fields[name] = r
             local.append(r)
         if self.chance(0.25):
@@ -271,7 +278,7 @@ class _Builder:
             return f"[for x in {src.expr} let y = {bound} {{y}}]", Referable("", kind)
         if form == "keys":
             return f"[for k, _ in {self.pick(structs).expr} {{k}}]", Referable("", kind)
-        items = [self.expr(elem, scope, 1) for _ in range(self.draw(st.integers(0, 4)))]
+        items = [self.expr(elem, scope, 1, plain=True) for _ in range(self.draw(st.integers(0, 4)))]
         return "[" + ", ".join(items) + "]", Referable("", kind, len(items))
 
 
@@ -303,7 +310,9 @@ def programs(draw: Callable[[Any], Any]) -> str:
             given = {f: (b.expr(k, scope, 1) if f not in d.defaulted else _SAMPLE_LITERAL[k])
                      for f, k in d.schema.items() if f not in d.defaulted or b.chance(0.5)}
             pieces.append(f"{name}: {d.name} & {{" + ", ".join(f"{f}: {v}" for f, v in given.items()) + "}")
-            ref = Referable(name, "struct", None, {f: Referable(f"{name}.{f}", k) for f, k in d.schema.items()})
+            fields = {f: Referable(f"{name}.{f}", k, default=f in d.defaulted and f not in given)
+                      for f, k in d.schema.items()}
+            ref = Referable(name, "struct", None, fields)
         elif kinds[i] == "struct":
             items, r = b.struct_items(scope, 0)
             if len(items) > 1 and b.chance(0.3):  # one struct unified from two places in the file
@@ -318,7 +327,7 @@ def programs(draw: Callable[[Any], Any]) -> str:
                 pieces += [f"{name}: {kinds[i]}", f"{name}: {text}"]
             else:
                 pieces.append(f"{name}: {text}")
-            ref = Referable(name, kinds[i]) if r is None else requalify(r, name)
+            ref = requalify(r, name)
         scope.append(ref)
         if b.chance(0.15):  # hidden fields and lets: usable by later-ranked fields, not exported
             k = b.pick(SCALARS)
@@ -398,7 +407,7 @@ def _injected_error(b: _Builder, scope: list[Referable], defs: list[_Definition]
 def requalify(r: Referable, expr: str) -> Referable:
     """`r` as reached through `expr` (a sibling's bare name, or `t3.a1` from the top level)."""
     return Referable(expr, r.kind, r.length, {f: requalify(s, f"{expr}.{f}") for f, s in r.fields.items()},
-                     r.optional)
+                     r.optional, r.default)
 
 
 def render_struct(items: list[str]) -> str:

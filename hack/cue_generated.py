@@ -1,5 +1,5 @@
 """Generated CUE programs through real CUE and through velashard's evaluator, at scale, printing one JSON object:
-{examples, agree, disagree, first_disagreements}.
+{examples, agree, disagree, disagree_by_reason, first_disagreements}.
 
     python hack/cue_generated.py --examples 2000 [--seed 1] [--keep 5]
 

@@ -45,7 +45,8 @@ def compare(oracle: Oracle, cases: list[Case]) -> list[str]:
         if stored is None:
             problems.append(f"{case.id}: no golden file (real CUE gives {got.kind}: {got.text!r})")
         elif stored != got:
-            problems.append(f"{case.id}: stored {stored.kind} {stored.text!r} but real CUE gives {got.kind} {got.text!r}")
+            problems.append(f"{case.id}: stored {stored.kind} {stored.text!r} "
+                            f"but real CUE gives {got.kind} {got.text!r}")
     return problems
 
 

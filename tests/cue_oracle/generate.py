@@ -3,10 +3,10 @@
 `programs()` draws whole files from a grammar of the constructs the corpus covers: nested structs; ints,
 floats, strings, bools and null; bounds and sized types; disjunctions with defaults; references to fields
 declared earlier or later in the file, to siblings, into structs and lists; hidden fields and `let`;
-list and struct comprehensions (`for`, `for ... if`, `if` guards, `!= _|_` tests); interpolation;
-arithmetic; list literals; definitions, closedness and optional fields; a field unified from two places;
-and now and then one injected error (a conflict, a bound or closedness violation, an incomplete value,
-an undefined field).
+list and struct comprehensions (`for`, `for ... if`, `for ... let`, `if` guards, `!= _|_` tests);
+interpolation; arithmetic; list literals; definitions, closedness and optional fields; a field unified from
+two places; and now and then one injected error (a conflict, a bound or closedness violation, an incomplete
+value, an undefined field).
 
 Programs are built typed, so that most of them evaluate: every field has a kind decided up front, and an
 expression only refers to fields of the kind it needs. References follow a random rank (a field refers only
@@ -17,14 +17,15 @@ reference never picks up a shadowing field by accident.
 Left out on purpose, because CUE v0.4.0-beta.1 (the oracle) and current CUE disagree there (see the corpus's
 `.why` files): list `+`/`*`, divisions whose decimals do not terminate or integers beyond 24 digits (v0.4
 rounds to 24 significant digits, current CUE to 34), two disjunctions with different defaults unified,
-`let` clauses in comprehensions, parenthesized labels in comprehensions over lists, defaults that are
-themselves errors, required fields, unused imports.
+a comprehension's bare value variable as a parenthesized label (`(v): ...`), list elements with defaults
+passed to builtins, defaults that are themselves errors, required fields, unused imports.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -53,6 +54,7 @@ class Referable:
     length: int | None = None          # for lists built from literals
     fields: dict[str, "Referable"] = field(default_factory=dict)  # for structs: fields sure to exist
     optional: tuple[str, ...] = ()     # for structs: optional fields that may be absent
+    default: bool = False              # a value with a default (`*"a" | "b"`), not yet resolved
 
 
 class _Builder:
@@ -81,9 +83,12 @@ class _Builder:
         return out
 
     # -- scalar expressions --------------------------------------------------------------------------
-    def expr(self, kind: str, scope: list[Referable], depth: int = 0) -> str:
-        """An expression of `kind` (never a default disjunction: those only stand alone as a field's value)."""
-        refs = self.refs(scope, kind)
+    def expr(self, kind: str, scope: list[Referable], depth: int = 0, plain: bool = False) -> str:
+        """An expression of `kind` (never a default disjunction: those only stand alone as a field's value).
+        `plain`: not a bare reference to a value with a default. v0.4 passes list elements to builtins
+        without taking their defaults (non-concrete value for element 0 of string list argument 0), current
+        CUE takes them; so list elements are plain."""
+        refs = [r for r in self.refs(scope, kind) if not (plain and r.default)]
         if refs and self.chance(0.35):
             return self.pick(refs).expr
         deep = depth >= 2
@@ -91,6 +96,8 @@ class _Builder:
             choice = self.pick(["lit"] * 3 + ([] if deep else ["arith", "divmod", "len", "index"]))
             if choice == "arith":
                 op = self.pick("+-*")
+                if op == "*":  # times a small literal: chains of references never reach 24 digits
+                    return f"({self.expr('int', scope, depth + 1)} * {self.pick(('2', '3', '-1', '10'))})"
                 return f"({self.expr('int', scope, depth + 1)} {op} {self.expr('int', scope, depth + 1)})"
             if choice == "divmod":
                 fn = self.pick(["div", "mod", "quo", "rem"])
@@ -114,7 +121,8 @@ class _Builder:
             if choice == "arith":
                 op = self.pick("+-*")
                 a = self.expr("float", scope, depth + 1)
-                b = self.expr(self.pick(["int", "float"]), scope, depth + 1)
+                b = (self.pick(("2", "0.5", "1.5", "10")) if op == "*"
+                     else self.expr(self.pick(["int", "float"]), scope, depth + 1))
                 return f"({a} {op} {b})" if self.chance(0.5) else f"({b} {op} {a})"
             if choice == "div":
                 return f"({self.expr('int', scope, depth + 1)} / {self.pick(DIVISORS)})"
@@ -138,7 +146,7 @@ class _Builder:
                 if fn == "join":
                     lists = self.refs(scope, "list_str")
                     arg = self.pick(lists).expr if lists and self.chance(0.5) else \
-                        f"[{self.expr('string', scope, depth + 1)}, {self.pick(WORDS)}]"
+                        f"[{self.expr('string', scope, depth + 1, plain=True)}, {self.pick(WORDS)}]"
                     return f"strings.Join({arg}, \",\")"
                 if fn == "replace":
                     return f"strings.Replace({self.expr('string', scope, depth + 1)}, \"a\", \"o\", -1)"
@@ -156,7 +164,8 @@ class _Builder:
                 ops = ["==", "!="] if k == "string" else ["<", "<=", ">", ">=", "==", "!="]
                 return f"({self.expr(k, scope, depth + 1)} {self.pick(ops)} {self.expr(k, scope, depth + 1)})"
             if choice == "logic":
-                return f"({self.expr('bool', scope, depth + 1)} {self.pick(['&&', '||'])} {self.expr('bool', scope, depth + 1)})"
+                a, b = self.expr("bool", scope, depth + 1), self.expr("bool", scope, depth + 1)
+                return f"({a} {self.pick(['&&', '||'])} {b})"
             if choice == "not":
                 return f"!{self.expr('bool', scope, depth + 1)}"
             if choice == "exists":
@@ -171,13 +180,16 @@ class _Builder:
         raise ValueError(kind)
 
     # -- whole field values ----------------------------------------------------------------------------
-    def value(self, kind: str, scope: list[Referable], depth: int) -> tuple[str, Referable | None]:
+    def value(self, kind: str, scope: list[Referable], depth: int) -> tuple[str, Referable]:
         """A field's value (may be a default disjunction, a bound, a struct or a list) and what it offers
-        for references (None: refer to it as a plain value of its kind)."""
+        for references (its expression left empty: the caller knows the field's name)."""
         if kind in ("int", "string", "float", "bool") and self.chance(0.25):
-            return self.constrained(kind, scope), None
+            text = self.constrained(kind, scope)
+            return text, Referable("", kind, default="*" in text)
         if kind in SCALARS or kind == "null":
-            return self.expr(kind, scope), None
+            text = self.expr(kind, scope)
+            # a bare reference to a value with a default passes the default on
+            return text, Referable("", kind, default=any(r.expr == text and r.default for r in self.refs(scope, kind)))
         if kind == "struct":
             items, ref = self.struct_items(scope, depth)
             return render_struct(items), ref
@@ -224,7 +236,7 @@ class _Builder:
             k = self.pick(KINDS if depth < 2 else SCALARS)
             text, ref = self.value(k, local, depth + 1)
             items.append(f"{name}: {text}")
-            r = Referable(name, k) if ref is None else requalify(ref, name)
+            r = requalify(ref, name)
             fields[name] = r
             local.append(r)
         if self.chance(0.25):
@@ -249,7 +261,8 @@ class _Builder:
         elem = "int" if kind == "list_int" else "string"
         sources = self.refs(scope, kind)
         structs = [s for s in self.refs(scope, "struct") if s.fields]
-        form = self.pick(["literal", "literal"] + (["for", "forif"] if sources else []) + (["keys"] if structs and elem == "string" else []))
+        form = self.pick(["literal", "literal"] + (["for", "forif", "forlet"] if sources else [])
+                         + (["keys"] if structs and elem == "string" else []))
         if form == "for":
             src = self.pick(sources)
             body = "x * 2" if elem == "int" else '"p-\\(x)"'
@@ -259,9 +272,13 @@ class _Builder:
             cond = f"x > {self.pick(INT_LITS)}" if elem == "int" else 'x != ""'
             body = "x + i" if elem == "int" else '"\\(i)=\\(x)"'
             return f"[for i, x in {src.expr} if {cond} {{{body}}}]", Referable("", kind)
+        if form == "forlet":
+            src = self.pick(sources)
+            bound = "x * 3" if elem == "int" else 'x + "!"'
+            return f"[for x in {src.expr} let y = {bound} {{y}}]", Referable("", kind)
         if form == "keys":
             return f"[for k, _ in {self.pick(structs).expr} {{k}}]", Referable("", kind)
-        items = [self.expr(elem, scope, 1) for _ in range(self.draw(st.integers(0, 4)))]
+        items = [self.expr(elem, scope, 1, plain=True) for _ in range(self.draw(st.integers(0, 4)))]
         return "[" + ", ".join(items) + "]", Referable("", kind, len(items))
 
 
@@ -288,9 +305,14 @@ def programs(draw: Callable[[Any], Any]) -> str:
         name = f"t{i}"
         if kinds[i] == "struct" and defs and b.chance(0.4):
             d = b.pick(defs)
-            given = {f: b.expr(k, scope, 1) for f, k in d.schema.items() if f not in d.defaulted or b.chance(0.5)}
+            # a field with a default gets a literal: a reference could bring a second, different default
+            # (v0.4 fails those with an empty message, see disjunctions/defaults_disagree)
+            given = {f: (b.expr(k, scope, 1) if f not in d.defaulted else _SAMPLE_LITERAL[k])
+                     for f, k in d.schema.items() if f not in d.defaulted or b.chance(0.5)}
             pieces.append(f"{name}: {d.name} & {{" + ", ".join(f"{f}: {v}" for f, v in given.items()) + "}")
-            ref = Referable(name, "struct", None, {f: Referable(f"{name}.{f}", k) for f, k in d.schema.items()})
+            fields = {f: Referable(f"{name}.{f}", k, default=f in d.defaulted and f not in given)
+                      for f, k in d.schema.items()}
+            ref = Referable(name, "struct", None, fields)
         elif kinds[i] == "struct":
             items, r = b.struct_items(scope, 0)
             if len(items) > 1 and b.chance(0.3):  # one struct unified from two places in the file
@@ -305,7 +327,7 @@ def programs(draw: Callable[[Any], Any]) -> str:
                 pieces += [f"{name}: {kinds[i]}", f"{name}: {text}"]
             else:
                 pieces.append(f"{name}: {text}")
-            ref = Referable(name, kinds[i]) if r is None else requalify(r, name)
+            ref = requalify(r, name)
         scope.append(ref)
         if b.chance(0.15):  # hidden fields and lets: usable by later-ranked fields, not exported
             k = b.pick(SCALARS)
@@ -385,7 +407,7 @@ def _injected_error(b: _Builder, scope: list[Referable], defs: list[_Definition]
 def requalify(r: Referable, expr: str) -> Referable:
     """`r` as reached through `expr` (a sibling's bare name, or `t3.a1` from the top level)."""
     return Referable(expr, r.kind, r.length, {f: requalify(s, f"{expr}.{f}") for f, s in r.fields.items()},
-                     r.optional)
+                     r.optional, r.default)
 
 
 def render_struct(items: list[str]) -> str:
@@ -434,13 +456,16 @@ def compare(run_real: Callable[[dict[str, str], list[str], dict[str, Any]], dict
     except Exception as e:  # noqa: BLE001 - a crash is a disagreement to report, not a test error
         return Comparison(False, program, real, f"crash {type(e).__name__}: {e}", "our evaluator crashed")
     if real["code"] != 0:
-        return Comparison(False, program, real, ours, f"real CUE failed ({classify_error(real['stderr'])}), ours succeeded")
+        why = f"real CUE failed ({classify_error(real['stderr'])}), ours succeeded"
+        return Comparison(False, program, real, ours, why)
     return Comparison(ours == real["stdout"], program, real, ours, "" if ours == real["stdout"] else "output differs")
 
 
 def report(n: int, comparisons: list[Comparison], keep: int = 5) -> str:
     bad = [c for c in comparisons if not c.agree]
+    reasons = Counter(c.why for c in bad)
     return json.dumps({"examples": n, "agree": n - len(bad), "disagree": len(bad),
+                       "disagree_by_reason": dict(reasons.most_common()),
                        "first_disagreements": [c.summary() for c in bad[:keep]]}, indent=2, ensure_ascii=False)
 
 

@@ -9,9 +9,9 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.compiler import QUOTED, is_regular
-from velashard.cue.evaluator import (CTX, STRUCT, Conjunct, Env, LimitExceeded, Vertex, evaluate, first_error, ordered_keys,
+from velashard.cue.evaluator import (CTX, STRUCT, Conjunct, Data, Env, LimitExceeded, Vertex, evaluate, first_error, ordered_keys,
                                      resolve)
-from velashard.cue.export import TagTree, from_data, tag_tree, to_data
+from velashard.cue.export import TagTree, tag_tree, to_data
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom
 
@@ -34,14 +34,16 @@ class Program:
         self._expressions: dict[str, ast.Expr] = {}
 
     def evaluate(self, data: dict[str, Any] | None = None) -> "Instance":
-        """Unify the program with `data` (plain values, e.g. {"parameter": {...}, "context": {...}})."""
+        """Unify the program with `data` (plain values, e.g. {"parameter": {...}, "context": {...}}).
+
+        The data is read as evaluation reaches it, not copied: leave it unchanged while the instance is used."""
         root = Vertex(None, None)
         for f in self.files:
             root.conjuncts.append(Conjunct(f.body, None))
         if data:
             if not isinstance(data, dict):
                 raise CueError("data unified with a program must be a mapping", "eval")
-            root.conjuncts.append(Conjunct(None, None, value=from_data(data)))
+            root.conjuncts.append(Conjunct(None, None, value=Data(data)))
         return Instance(self, root)
 
     def expression(self, text: str) -> ast.Expr:

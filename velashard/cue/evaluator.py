@@ -79,6 +79,27 @@ class Conjunct:
         return Conjunct(expr, self.env, self.groups, self.closed, self.rec, self.embed, None)
 
 
+class Data:
+    """Plain data (a dict or list from JSON) unified as a value, turned into arcs only where evaluation
+    reaches: a template that reads three fields of a large live object builds vertices for those alone."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+
+def data_value(x: Any) -> Any:
+    """A plain value as a conjunct's value: containers stay lazy, null and floats become CUE atoms."""
+    t = type(x)
+    if t is dict or t is list:
+        return Data(x)
+    if x is None:
+        return NULL
+    if t is float:
+        return Decimal(repr(x))
+    return x
+
+
 class Env:
     __slots__ = ("parent", "vertex", "bindings", "lets")
 
@@ -367,6 +388,8 @@ class Vertex:
                 self.lists.append(([Conjunct(None, None, value=a) for a in v.arcs.values()], None))
             else:
                 self._unify_scalar(v.scalar if v.scalar is not None else TOP, c)
+        elif t is Data:
+            self._add_data(v.obj, c)
         elif t is Bottom:
             if x is not None and not v.positions:
                 v = Bottom(v.message, v.kind, (x.pos,))
@@ -383,6 +406,25 @@ class Vertex:
             self._set_err(Bottom(f"cannot use {v!r} as a value (call it)", "eval"))
         else:
             self._unify_scalar(v, c)
+
+    def _add_data(self, obj: Any, c: Conjunct) -> None:
+        if type(obj) is list:
+            self.lists.append(([Conjunct(None, None, value=data_value(x)) for x in obj], None))
+            return
+        keys = tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)
+        self.is_struct = 2
+        self.structs.append(keys)
+        if c.embed and c.groups:  # embedded data (`{c}` under a definition): its fields are allowed
+            for g in c.groups:
+                grp = self.groups.get(g)
+                if grp is None:
+                    grp = self.groups[g] = Group()
+                grp.labels.update(keys)
+        arcs = self.arcs
+        for key, x in zip(keys, obj.values()):
+            mine = arcs.get(key) or self.new_arc(key)
+            mine.regular = True
+            mine.add(Conjunct(None, None, value=data_value(x)))
 
     def _unify_scalar(self, v: Any, c: Conjunct) -> None:
         r = unify_scalar(self.scalar, v)

@@ -11,7 +11,6 @@ cached by (definition generations, component, app context) so that a re-sync eva
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -26,6 +25,7 @@ from velashard.apis import labels
 from velashard.core.templates import app_context, compile_template, component_revision, plain
 from velashard.cue.errors import CueError
 from velashard.patch import PatchError
+from velashard.patch.copying import copy_json
 from velashard.patch.trait_patch import apply_trait_patch
 
 REF_OBJECTS = "__refObjects__"
@@ -204,7 +204,7 @@ def _kube_schematic(schematic: dict[str, Any], properties: dict[str, Any], compo
         if want and not isinstance(value, want) or isinstance(value, bool) and want == (int, float):
             raise RenderError("InvalidParameter", f'parameter "{name}" must be a {params[name].get("type")}',
                               component, field=name)
-    workload = copy.deepcopy(schematic.get("template") or {})
+    workload = copy_json(schematic.get("template") or {})
     for name, p in params.items():
         value = properties.get(name, p.get("default"))
         if value is None:
@@ -212,7 +212,7 @@ def _kube_schematic(schematic: dict[str, Any], properties: dict[str, Any], compo
                 raise RenderError("InvalidParameter", f'parameter "{name}" is required', component, field=name)
             continue
         for path in p.get("fieldPaths") or []:
-            _set_path(workload, path, copy.deepcopy(value))
+            _set_path(workload, path, copy_json(value))
     return workload
 
 
@@ -230,7 +230,7 @@ def _output_marks(trait: str, key: str, revision: str) -> dict[str, str]:
 def _finish(obj: Any, app: dict[str, Any], component: str, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
         raise RenderError("TemplateError", f"{where} must be an object with apiVersion and kind", component)
-    obj = copy.deepcopy(obj)
+    obj = copy_json(obj)
     meta = obj.setdefault("metadata", {})
     meta.setdefault("name", component)
     meta.setdefault("namespace", app["metadata"].get("namespace", "default"))

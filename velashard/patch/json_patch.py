@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from velashard.patch.copying import copy_json
 from velashard.patch.errors import PatchError
 
 
@@ -99,12 +99,12 @@ def _apply(doc: Any, op: dict[str, Any]) -> Any:
     if name in ("add", "replace", "test") and "value" not in op:
         raise _OpError("missing value")
     if name == "add":
-        return _add(doc, tokens, copy.deepcopy(op["value"]))
+        return _add(doc, tokens, copy_json(op["value"]))
     if name == "remove":
         return _remove(doc, tokens)
     if name == "replace":
         _resolve(doc, tokens)  # the target must exist
-        return _add(_remove(doc, tokens), tokens, copy.deepcopy(op["value"])) if tokens else copy.deepcopy(op["value"])
+        return _add(_remove(doc, tokens), tokens, copy_json(op["value"])) if tokens else copy_json(op["value"])
     if name in ("move", "copy"):
         if "from" not in op:
             raise _OpError("missing from")
@@ -114,7 +114,7 @@ def _apply(doc: Any, op: dict[str, Any]) -> Any:
                 return doc
             if tokens[:len(source)] == source:
                 raise _OpError("cannot move a value into one of its own children")
-        value = copy.deepcopy(_resolve(doc, source))
+        value = copy_json(_resolve(doc, source))
         if name == "move":
             doc = _remove(doc, source)
         return _add(doc, tokens, value)
@@ -133,7 +133,7 @@ def apply_json_patch(target: Any, operations: list[dict[str, Any]]) -> Any:
     """
     if not isinstance(operations, list):
         raise PatchError("a json patch must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = copy_json(target)
     for i, op in enumerate(operations):
         if not isinstance(op, dict):
             raise PatchError(f"json patch operation {i}: must be an object")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from velashard.patch.copying import copy_json
 
 
 def json_merge_patch(target: Any, patch: Any) -> Any:
@@ -13,11 +14,18 @@ def json_merge_patch(target: Any, patch: Any) -> Any:
     matching member (or into {} when the member is absent or not an object).
     """
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_json(patch)
+    return _merge_into(copy_json(target) if isinstance(target, dict) else {}, patch)
+
+
+def _merge_into(result: dict, patch: dict) -> dict:
+    """Merge into `result`, a copy this patch owns (copying again at every level would be quadratic)."""
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            result[key] = _merge_into(current if isinstance(current, dict) else {}, value)
         else:
-            result[key] = json_merge_patch(result.get(key), value)
+            result[key] = copy_json(value)
     return result

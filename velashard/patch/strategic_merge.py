@@ -16,9 +16,9 @@ with one container yields `[sidecar, app]`. `$setElementOrder` is honoured in bo
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from velashard.patch.copying import copy_json
 from velashard.patch.errors import PatchError
 
 _DIRECTIVE = "$patch"
@@ -78,7 +78,7 @@ def strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any], kind: s
     if not isinstance(patch, dict):
         raise PatchError("a strategic merge patch must be a JSON object")
     merger = _Merger(kind, not kubernetes_order)
-    return merger.merge_map(copy.deepcopy(target) if isinstance(target, dict) else {}, patch, ())
+    return merger.merge_map(copy_json(target) if isinstance(target, dict) else {}, patch, ())
 
 
 def _where(path: tuple[str, ...]) -> str:

@@ -14,11 +14,11 @@ The patch's fields carry comment tags (`// +patchKey=name`, `// +patchStrategy=.
 
 from __future__ import annotations
 
-import copy
 from decimal import Decimal
 from typing import Any
 
 from velashard.cue.export import LIST_TAIL, OPEN_LIST
+from velashard.patch.copying import copy_json
 from velashard.patch.errors import PatchError
 from velashard.patch.json_patch import apply_json_patch
 from velashard.patch.merge_patch import json_merge_patch
@@ -40,7 +40,7 @@ def apply_trait_patch(base: dict[str, Any], patch: Any, tags: Tags | None = None
         operations = patch.get("operations") if isinstance(patch, dict) else None
         return apply_json_patch(base, operations or [])
     # the patch's own tags choose the strategy only; the merge tags are its fields'
-    return _unify(copy.deepcopy(base), patch, ({}, tags[1]), {}, "")
+    return _unify(copy_json(base), patch, ({}, tags[1]), {}, "")
 
 
 def _child(tags: Tags | None, key: str | int) -> Tags:
@@ -52,13 +52,13 @@ def _unify(base: Any, patch: Any, tags: Tags, inherited: dict[str, str], path: s
     own = tags[0]
     effective = {**inherited, **own}
     if base is _MISSING:
-        return copy.deepcopy(patch)
+        return copy_json(patch)
     if isinstance(patch, list):
         if not isinstance(base, list):
             raise PatchError(f"{path or 'patch'}: conflicting values (a list and {_kind(base)})")
         return _unify_list(base, patch, tags, effective, own.get("patchStrategy"), path)
     if own.get("patchStrategy") == "retainKeys":
-        return copy.deepcopy(patch)
+        return copy_json(patch)
     if isinstance(patch, dict):
         if not isinstance(base, dict):
             raise PatchError(f"{path or 'patch'}: conflicting values (a struct and {_kind(base)})")
@@ -78,7 +78,7 @@ def _unify_list(base: list, patch: list, tags: Tags, effective: dict[str, str], 
     base = list(base)
     is_open = tags[0].get(OPEN_LIST) == "true"
     if strategy == "replace":
-        base = [copy.deepcopy(p) for p in patch]
+        base = [copy_json(p) for p in patch]
     elif effective.get("patchKey"):
         merged = _by_key(base, items, effective["patchKey"], strategy == "retainKeys")
         if merged is not None:

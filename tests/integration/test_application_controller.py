@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from velashard.apis import labels
-from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, POLICY_DEFINITIONS, RESOURCE_TRACKERS, SYSTEM_NAMESPACE
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
 from velashard.devcluster.server import APIServer
@@ -247,3 +247,28 @@ def test_depends_on_override_policy_and_revision_limit(cluster, ns):
         eventually(lambda i=i: app_status(kube, "stack", ns).get("latestRevision", {}).get("revision") == i + 2)
     revisions = kube.list(APPLICATION_REVISIONS, ns, label_selector=f"{labels.APP_NAME}=stack")["items"]
     assert sorted(r["spec"]["revision"] for r in revisions) == list(range(4, 14))
+
+
+def test_policy_definition_outputs_are_applied_and_collected(cluster, ns):
+    _, kube = cluster
+    kube.create(POLICY_DEFINITIONS, {
+        "apiVersion": "core.oam.dev/v1beta1", "kind": "PolicyDefinition",
+        "metadata": {"name": "team-settings", "namespace": SYSTEM_NAMESPACE},
+        "spec": {"schematic": {"cue": {"template": (
+            'parameter: owner: string\n'
+            'output: {apiVersion: "v1", kind: "ConfigMap", data: owner: parameter.owner}\n')}}}})
+    policies = [{"name": "settings", "type": "team-settings", "properties": {"owner": "payments"}}]
+    kube.create(APPLICATIONS, application("withpolicy", ns, [webservice()], policies=policies))
+    wait_phase(kube, "withpolicy", ns, "running")
+    made = kube.get(CONFIGMAPS, "settings", ns)
+    assert made["data"] == {"owner": "payments"}
+    assert made["metadata"]["labels"][labels.APP_NAME] == "withpolicy"
+    assert made["metadata"]["labels"][labels.APP_COMPONENT] == "settings"
+    tracker = kube.get(RESOURCE_TRACKERS, f"withpolicy-{ns}")
+    assert ("ConfigMap", "settings") in {(r["kind"], r["name"]) for r in tracker["spec"]["managedResources"]}
+
+    app = kube.get(APPLICATIONS, "withpolicy", ns)
+    app["spec"]["policies"] = []
+    kube.update(APPLICATIONS, app)
+    eventually(lambda: missing(kube, CONFIGMAPS, "settings", ns))
+    assert not missing(kube, DEPLOYMENTS, "web", ns)

@@ -174,3 +174,27 @@ def test_def_show_lists_policy_parameters_and_apply_dry_run(tmp_path, capsys):
     path.write_text(MY_TRAIT)
     assert main(["def", "apply", str(path), "--dry-run"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["kind"] == "TraitDefinition"
+
+
+def test_dry_run_prints_what_a_policy_renders(tmp_path, capsys):
+    policy = tmp_path / "quota.cue"
+    policy.write_text(textwrap.dedent("""\
+        "quota": {
+        	type: "policy"
+        	description: "A ResourceQuota for the app's namespace."
+        }
+        template: {
+        	output: {apiVersion: "v1", kind: "ResourceQuota", spec: hard: pods: parameter.pods}
+        	parameter: pods: *"10" | string
+        }
+        """))
+    app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": "a"},
+           "spec": {"components": [{"name": "w", "type": "worker", "properties": {"image": "busybox"}}],
+                    "policies": [{"name": "limits", "type": "quota"}]}}
+    app_path = tmp_path / "app.yaml"
+    app_path.write_text(yaml.safe_dump(app))
+    assert main(["dry-run", "-f", str(app_path), "--offline", "-d", str(policy)]) == 0
+    out = capsys.readouterr().out
+    assert "# Application(a) -- Policy(limits)" in out
+    quota = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "ResourceQuota"]
+    assert [(q["metadata"]["name"], q["spec"]) for q in quota] == [("limits", {"hard": {"pods": "10"}})]

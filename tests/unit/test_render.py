@@ -309,6 +309,32 @@ def test_policy_definitions_validate_their_parameters():
     assert err.value.field == "max" and 'policy definition "limits"' in str(err.value)
 
 
+def test_policy_outputs_are_objects_of_the_app():
+    defs = custom_defs(CONFIGMAP)
+    defs.policies["quota"] = {"kind": "PolicyDefinition", "metadata": {"name": "quota", "uid": "p1"}, "spec": {
+        "schematic": {"cue": {"template": """
+parameter: cpu: *"2" | string
+output: {apiVersion: "v1", kind: "ResourceQuota", spec: hard: cpu: parameter.cpu}
+outputs: limits: {apiVersion: "v1", kind: "LimitRange", metadata: name: "\\(context.appName)-limits"}
+"""}}}}
+    defs.policies["plain"] = {"kind": "PolicyDefinition", "metadata": {"name": "plain", "uid": "p2"}, "spec": {
+        "schematic": {"cue": {"template": "parameter: {}"}}}}
+    a = app({"name": "c", "type": "custom"})
+    a["spec"]["policies"] = [{"name": "team-quota", "type": "quota", "properties": {"cpu": "4"}},
+                             {"name": "p", "type": "plain"}, {"name": "t", "type": "topology"}]
+    quota, limits = render_app(a, defs, 3).policy_objects
+    assert quota["spec"] == {"hard": {"cpu": "4"}}
+    # named after the policy unless the template names it, in the app's namespace, labelled as KubeVela does
+    assert (quota["metadata"]["name"], quota["metadata"]["namespace"]) == ("team-quota", "team")
+    assert limits["metadata"]["name"] == "demo-limits"
+    assert quota["metadata"]["labels"] == {labels.APP_NAME: "demo", labels.APP_NAMESPACE: "team",
+                                           labels.APP_COMPONENT: "team-quota", labels.APP_REVISION: "demo-v3"}
+    a["spec"]["policies"][0]["properties"]["cpu"] = 4
+    with pytest.raises(RenderError) as err:
+        render_app(a, defs, 3)
+    assert err.value.field == "cpu" and err.value.component == "policy team-quota"
+
+
 def test_ref_objects_placeholder_and_validation(defs):
     props = {"objects": [{"resource": "configmap", "name": "cfg"}]}
     comp = render_app(app({"name": "r", "type": "ref-objects", "properties": props}), defs, 1).components[0]

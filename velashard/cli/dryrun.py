@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from velashard.apis import labels
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
 from velashard.cli.definitions import load_definitions, read_definition_files
 from velashard.cli.usage import UsageError
@@ -80,5 +81,9 @@ def run(args: argparse.Namespace) -> int:
                 out.append("# ref-objects: the referenced objects are read from the cluster when applied\n\n")
                 continue
             out.append("---\n".join(yaml.safe_dump(obj, sort_keys=False) for obj in comp.objects) + "\n")
+        for obj in rendered.policy_objects:
+            policy = obj["metadata"]["labels"][labels.APP_COMPONENT]
+            out.append(f"---\n# Application({meta['name']}) -- Policy({policy})\n---\n")
+            out.append(yaml.safe_dump(obj, sort_keys=False) + "\n")
     sys.stdout.write("".join(out))
     return 0

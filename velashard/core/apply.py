@@ -90,11 +90,21 @@ class Applier:
             except (errors.Conflict, errors.AlreadyExists) as err:
                 raise Retry(f'component "{comp.name}": {err.message}') from err
 
-    def _apply(self, ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any]) -> None:
+    def apply_policy_objects(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
+        """What policies render, applied as their component label names them (the policy's name)."""
+        for desired in objects:
+            name = (desired["metadata"].get("labels") or {}).get(labels.APP_COMPONENT, "")
+            try:
+                self._apply(ctx, RenderedComponent(name, "", desired, [], [], []), desired, "policy")
+            except (errors.Conflict, errors.AlreadyExists) as err:
+                raise Retry(f'policy "{name}": {err.message}') from err
+
+    def _apply(self, ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any],
+               what: str = "component") -> None:
         try:
             res = self.resource(desired)
         except errors.NotFound:
-            raise Terminal(f'component "{comp.name}": the server has no resource for {desired["apiVersion"]} '
+            raise Terminal(f'{what} "{comp.name}": the server has no resource for {desired["apiVersion"]} '
                            f'{desired["kind"]}') from None
         meta = desired["metadata"]
         namespace = meta.get("namespace") if res.namespaced else None
@@ -109,7 +119,7 @@ class Applier:
                                       "trait": (meta.get("labels") or {}).get(labels.TRAIT_TYPE, "")})
         if is_read_only(spec, info):
             if live is None:
-                raise Terminal(f'component "{comp.name}": read-only {desired["kind"]} {meta["name"]} does not exist')
+                raise Terminal(f'{what} "{comp.name}": read-only {desired["kind"]} {meta["name"]} does not exist')
             return  # read-only: observed, never written
         other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
         if other is not None and is_shared(spec, info):
@@ -123,7 +133,7 @@ class Applier:
             if paths:
                 desired = keep_live_paths(desired, live, paths)
         if other is not None:
-            message = (f'component "{comp.name}": {desired["kind"]} {meta.get("namespace", "")}/{meta["name"]} '
+            message = (f'{what} "{comp.name}": {desired["kind"]} {meta.get("namespace", "")}/{meta["name"]} '
                        f"is owned by application {other[0]}/{other[1]}; not adopting it")
             record_event(self.client, ctx.app, "Warning", "ResourceConflict", message)
             raise Terminal(message)
@@ -136,7 +146,7 @@ class Applier:
                     live = self._get(ctx, res, meta["name"], namespace)  # the cache lagged behind
                     other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
                     if other is not None:
-                        raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '
+                        raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '
                                        f"application {other[0]}/{other[1]}; not adopting it") from None
             if update_op(spec, info) == "replace":
                 merged = ownership.with_last_applied(copy.deepcopy(desired))
@@ -146,12 +156,12 @@ class Applier:
             if ownership.needs_update(merged, live):
                 ctx.saw(res, self.client.update(res, merged))
         except errors.Invalid as err:
-            raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
+            raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
                            f"{err.message}") from err
         except (errors.Conflict, errors.AlreadyExists):
             raise
         except errors.BadRequest as err:
-            raise Terminal(f'component "{comp.name}": {desired["kind"]} {meta["name"]}: {err.message}') from err
+            raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]}: {err.message}') from err
 
     @staticmethod
     def info_of(app: dict[str, Any], ref: Ref) -> ResourceInfo:

@@ -136,13 +136,20 @@ class ApplicationReconciler:
                      conditions: list[dict[str, Any]], now: str) -> Result:
         app = ctx.app
         spec = app.get("spec") or {}
-        self.applier.use_kinds(ctx, [o for c in rendered.components for o in c.objects])
+        rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
+        self.applier.use_kinds(ctx, rendered_objects)
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
-        desired_refs = {ref_key(ref_of(o)): ref_of(o) for c in rendered.components for o in c.objects}
+        desired_refs = {ref_key(ref_of(o)): ref_of(o) for o in rendered_objects}
         # what workflow steps applied (no component) stays until the app is deleted
         desired_refs.update({k: r for k, r in previous_refs.items() if not r.get("component")})
         tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        try:
+            self.applier.apply_policy_objects(ctx, rendered.policy_objects)
+        except Terminal as problem:
+            conditions.append(app_status.condition("PoliciesApplied", False, "ApplyFailed", str(problem), now))
+            self.write_status(ctx, status, "runningWorkflow", conditions)
+            raise
         actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
                               lambda comp: self.health(ctx, comp))
         previous = status.get("workflow") or {}

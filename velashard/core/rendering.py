@@ -94,6 +94,8 @@ class RenderedComponent:
 @dataclass
 class RenderedApp:
     components: list[RenderedComponent]
+    # what policies with a CUE output render (KubeVela dispatches them before the workflow runs)
+    policy_objects: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _version(definition: dict[str, Any]) -> str:
@@ -454,33 +456,41 @@ def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> Rendere
             if dep not in seen:
                 raise RenderError("InvalidParameter", f'dependsOn names unknown component "{dep}"', comp.name,
                                   field="dependsOn")
-    check_policies(app, defs)
-    return RenderedApp(rendered)
+    return RenderedApp(rendered, render_policies(app, defs, revision))
 
 
-def check_policies(app: dict[str, Any], defs: Definitions) -> None:
-    """Policies with a PolicyDefinition: their properties must satisfy its `parameter`."""
+def render_policies(app: dict[str, Any], defs: Definitions, revision: int) -> list[dict[str, Any]]:
+    """Policies with a CUE PolicyDefinition: their properties must satisfy its `parameter`, and what its `output`
+    and `outputs` give are objects of the app, labelled as KubeVela labels them (the policy's name as the
+    component). Parameter-only policies (topology, override, ...) give none. Cached as components are."""
+    objects: list[dict[str, Any]] = []
     for policy in (app.get("spec") or {}).get("policies") or []:
         definition = defs.policies.get(policy.get("type", "")) if isinstance(policy, dict) else None
         if definition is None or cue_template(definition) is None:
             continue
-        where = f'policy {policy.get("name", "")}'
-        context = {**app_context(app, 0, defs.cluster_version), "name": policy.get("name", "")}
-        _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
-
-
-def render_policy_objects(app: dict[str, Any], defs: Definitions) -> list[dict[str, Any]]:
-    """Objects that policies with a CUE `output`/`outputs` render (KubeVela renders them like a component)."""
-    objects = []
-    for policy in (app.get("spec") or {}).get("policies") or []:
-        definition = defs.policies.get(policy.get("type", "")) if isinstance(policy, dict) else None
-        if definition is None or cue_template(definition) is None:
-            continue
-        where = f'policy {policy.get("name", "")}'
-        context = {**app_context(app, 0, defs.cluster_version), "name": policy.get("name", "")}
-        instance = _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
-        if instance.exists("output"):
-            objects.append(_finish(_export(instance, "output", definition, where, None), app, where, "output"))
-        for key, obj in _outputs(instance, definition, where, None):
-            objects.append(_finish(obj, app, where, f"outputs.{key}"))
+        meta = app["metadata"]
+        key = hashlib.sha256(json.dumps(["policy", policy, meta.get("name"), meta.get("namespace"),
+                                         meta.get("labels"), meta.get("annotations"), revision, defs.cluster_version,
+                                         _identity(definition)], sort_keys=True, default=str).encode()).digest()
+        with _RENDERED_LOCK:
+            cached = _RENDERED.get(key)
+        if cached is None:
+            cached = json.dumps(_render_policy(app, policy, definition, defs, revision), separators=(",", ":"))
+            with _RENDERED_LOCK:
+                _RENDERED[key] = cached
+        objects.extend(json.loads(cached))
     return objects
+
+
+def _render_policy(app: dict[str, Any], policy: dict[str, Any], definition: dict[str, Any], defs: Definitions,
+                   revision: int) -> list[dict[str, Any]]:
+    name = policy.get("name", "")
+    where = f"policy {name}"
+    context = {**app_context(app, revision, defs.cluster_version), "name": name}
+    instance = _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
+    found = []
+    if instance.exists("output"):
+        found.append(("output", _export(instance, "output", definition, where, None)))
+    found.extend((f"outputs.{key}", obj) for key, obj in _outputs(instance, definition, where, None))
+    marks = {labels.APP_REVISION: f'{app["metadata"]["name"]}-v{revision}'}
+    return [_marked(_finish(obj, app, name, f"{where}: {path}"), marks) for path, obj in found]

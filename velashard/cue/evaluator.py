@@ -1136,7 +1136,13 @@ def binary(x: ast.Binary, env: Env | None) -> Any:
     if (op == "==" or op == "!=") and (type(x.y) is ast.BottomLit or type(x.x) is ast.BottomLit):
         other = x.x if type(x.y) is ast.BottomLit else x.y
         v = evaluate(other, env)
-        is_bottom = type(v) is Bottom
+        if type(v) is Disj:
+            v = default_of(v)
+            if type(v) is Bottom:
+                return False  # an unresolved disjunction is undecided: CUE v0.4 holds neither == nor != _|_
+        # a scalar that is not concrete (`int`, `>3`) is incomplete: it counts as bottom here, as in CUE
+        # (`if parameter.x != _|_` skips a declared but unset field)
+        is_bottom = type(v) is Bottom or (type(v) is not Vertex and not is_atom(v))
         return is_bottom if op == "==" else not is_bottom
     if op == "&&" or op == "||":
         a = operand(x.x, env)

@@ -85,9 +85,10 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
     policy, custom = spec.get("healthPolicy"), spec.get("customStatus")
     if not policy and not custom:
         return None, None
-    key = (hashlib.sha256(f"{policy}\0{custom}".encode()).digest(), tuple(sorted(names.items())), _version(live),
-           tuple(sorted((k, _version(v)) for k, v in live_outputs.items())),
-           json.dumps(parameter, sort_keys=True, default=str))
+    # one digest per entry: a shard keeps an entry per app and observed version, so keys stay 32 bytes
+    key = hashlib.sha256(json.dumps([policy, custom, sorted(names.items()), _version(live),
+                                     sorted((k, _version(v)) for k, v in live_outputs.items()), parameter],
+                                    sort_keys=True, default=str).encode()).digest()
 
     def compute() -> tuple[bool | None, str | None]:
         context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}

@@ -1,4 +1,4 @@
-"""Generate velashard/devcluster/protobuf_fields.py: the protobuf field numbers of the built-in kinds
+"""Generate velashard/apiserver/http/protobuf_fields_generated.py: the protobuf field numbers of the built-in kinds
 the embedded API server decodes from Kubernetes protobuf request bodies.
 
 Reads a checkout of k8s.io/api and k8s.io/apimachinery (their generated.proto for field numbers and
@@ -6,7 +6,7 @@ types, their types.go for which Go fields are pointers or lack omitempty, i.e. k
 JSON) and writes a table of facts in our own format; no .proto or Go file is copied.
 
     python hack/gen_protobuf_fields.py /path/to/k8s.io/api /path/to/k8s.io/apimachinery > \
-        velashard/devcluster/protobuf_fields.py
+        velashard/apiserver/http/protobuf_fields_generated.py
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from velashard.devcluster import errors
-from velashard.devcluster.resources import ResourceType
+from velashard.apiserver import errors
+from velashard.apiserver.storage.resources import ResourceType
 from velashard.patch import fieldset
 from velashard.patch.fieldset import ATOMIC, MAP, SET, FieldSet, Path, Shapes
 from velashard.patch.strategic_merge import list_strategy

@@ -11,9 +11,10 @@ import copy
 import re
 from typing import Any
 
-from velashard.devcluster import hpa_versions, policy
-from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
-from velashard.devcluster.validation import Cause, is_dns1123_subdomain
+from velashard.apiserver.admission import policy
+from velashard.apiserver.storage import hpa_versions
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.validation import Cause, is_dns1123_subdomain
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -66,7 +67,7 @@ def validate_name(kind: str, name: str) -> list[str]:
                     "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"]
         return []
     if rule == "label":
-        from velashard.devcluster.validation import is_dns1123_label
+        from velashard.apiserver.storage.validation import is_dns1123_label
         return is_dns1123_label(name)
     return is_dns1123_subdomain(name)
 

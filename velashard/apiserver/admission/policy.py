@@ -17,13 +17,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from velashard.devcluster import cel, errors
-from velashard.devcluster.admission import Attributes, rule_matches
-from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
-from velashard.devcluster.store import Store
-from velashard.devcluster.validation import Cause
+from velashard.apiserver import errors
+from velashard.apiserver.admission import cel
+from velashard.apiserver.admission.webhooks import Attributes, rule_matches
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.store import Store
+from velashard.apiserver.storage.validation import Cause
 
-log = logging.getLogger("velashard.devcluster.policy")
+log = logging.getLogger("velashard.apiserver.admission.policy")
 
 GROUP = "admissionregistration.k8s.io"
 POLICIES = (GROUP, "validatingadmissionpolicies")

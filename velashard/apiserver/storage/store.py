@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from velashard.devcluster import errors
+from velashard.apiserver import errors
 
 GroupResource = tuple[str, str]
 Key = tuple[str, str]  # (namespace or "", name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
-from velashard.devcluster.validation import is_qualified_name, is_valid_label_value
+from velashard.apiserver.storage.validation import is_qualified_name, is_valid_label_value
 
 
 class SelectorError(ValueError):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from velashard.devcluster import hpa_versions
-from velashard.devcluster.resources import ResourceType
+from velashard.apiserver.storage import hpa_versions
+from velashard.apiserver.storage.resources import ResourceType
 
 _Convert = Callable[..., dict[str, Any]]
 # (group, plural, served version) -> (to storage, from storage)

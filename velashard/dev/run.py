@@ -21,14 +21,14 @@ from typing import Any, TextIO
 import velashard
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
-from velashard.core.install import install
+from velashard.apiserver.http.server import ADMIN_USER, APIServer
 from velashard.core.addons import load_addon
-from velashard.devcluster.kubelet import LocalKubelet, LocalPod
-from velashard.devcluster.server import ADMIN_USER, APIServer
+from velashard.core.install import install
+from velashard.dev.kubelet import LocalKubelet, LocalPod
+from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import PODS
-from velashard.kube.apply import upsert
 from velashard.sharding.keys import load_or_create_signing_key
 from velashard.sharding.proof import with_proof
 

@@ -18,13 +18,15 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from velashard.devcluster import conversion, errors, managed_fields, strategies
-from velashard.devcluster.admission import Admission, Attributes
-from velashard.devcluster.openapi_schema import apply_schema
-from velashard.devcluster.resources import Registry, ResourceType
-from velashard.devcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
-from velashard.devcluster.store import Event, Store, now_rfc3339
-from velashard.devcluster.validation import Cause, validate_object_meta
+from velashard.apiserver import errors
+from velashard.apiserver.admission.webhooks import Admission, Attributes
+from velashard.apiserver.registry import strategies
+from velashard.apiserver.storage import conversion, managed_fields
+from velashard.apiserver.storage.openapi_schema import apply_schema
+from velashard.apiserver.storage.resources import Registry, ResourceType
+from velashard.apiserver.storage.selectors import SelectorError, parse_field_selector, parse_label_selector
+from velashard.apiserver.storage.store import Event, Store, now_rfc3339
+from velashard.apiserver.storage.validation import Cause, validate_object_meta
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
 
 SYSTEM_USER = {"username": "system:apiserver", "uid": "", "groups": ["system:masters"]}

@@ -7,8 +7,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from velashard.devcluster import conversion
-from velashard.devcluster.resources import ResourceType
+from velashard.apiserver.storage import conversion
+from velashard.apiserver.storage.resources import ResourceType
 
 _FILTER = re.compile(r"^\?\(@\.([\w.-]+)\s*==\s*['\"]?([^'\"]*)['\"]?\)$")
 

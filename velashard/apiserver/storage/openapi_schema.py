@@ -15,8 +15,8 @@ import re
 from datetime import date, datetime
 from typing import Any
 
-from velashard.devcluster.validation import (Cause, invalid, not_supported, required, too_long, too_many,
-                                             type_invalid)
+from velashard.apiserver.storage.validation import (Cause, invalid, not_supported, required, too_long, too_many,
+                                                    type_invalid)
 from velashard.patch.json_patch import json_equal
 
 Schema = dict[str, Any]

@@ -29,22 +29,25 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from velashard import __version__
-from velashard.devcluster import (access, conversion, errors, managed_fields, openapi_builtin, protobuf,
-                                  review_protobuf, scale)
-from velashard.devcluster.admission import Admission
-from velashard.devcluster.authn import ANONYMOUS, service_account_user, split_service_account
-from velashard.devcluster.audit import AuditLog
-from velashard.devcluster.controllers import Controllers
-from velashard.devcluster.nodes import NodeHeartbeat
-from velashard.devcluster.resources import SCALABLE, Registry, ResourceType
-from velashard.devcluster.rest import Request, RestAPI, Result
-from velashard.devcluster.store import Store, dumps
-from velashard.devcluster.tables import to_table
-from velashard.devcluster.workloads import WorkloadSimulator
+from velashard.apiserver import errors
+from velashard.apiserver.admission.webhooks import Admission
+from velashard.apiserver.auth import access
+from velashard.apiserver.auth.authn import ANONYMOUS, service_account_user, split_service_account
+from velashard.apiserver.controllers.controller_manager import Controllers
+from velashard.apiserver.http import openapi_builtin, protobuf, review_protobuf
+from velashard.apiserver.http.audit import AuditLog
+from velashard.apiserver.http.tables import to_table
+from velashard.apiserver.registry import scale
+from velashard.apiserver.registry.rest import Request, RestAPI, Result
+from velashard.apiserver.simulation.nodes import NodeHeartbeat
+from velashard.apiserver.simulation.workloads import WorkloadSimulator
+from velashard.apiserver.storage import conversion, managed_fields
+from velashard.apiserver.storage.resources import SCALABLE, Registry, ResourceType
+from velashard.apiserver.storage.store import Store, dumps
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
-log = logging.getLogger("velashard.devcluster.server")
+log = logging.getLogger("velashard.apiserver.http.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 ADMIN_USER = "admin"  # the user of the kubeconfigs written by default, in system:masters
@@ -147,7 +150,7 @@ class APIServer:
         if self.simulator is not None:
             self.simulator.start()
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="devcluster-http", daemon=True)
+                                        name="apiserver-http", daemon=True)
         self._thread.start()
         return self
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from velashard.devcluster import errors
-from velashard.devcluster.resources import ResourceType
-from velashard.devcluster.rest import Request, RestAPI, Result
-from velashard.devcluster.validation import Cause
+from velashard.apiserver import errors
+from velashard.apiserver.registry.rest import Request, RestAPI, Result
+from velashard.apiserver.storage.resources import ResourceType
+from velashard.apiserver.storage.validation import Cause
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",

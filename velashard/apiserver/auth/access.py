@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from velashard.devcluster import errors
-from velashard.devcluster.authn import (ANONYMOUS, AUTHENTICATED, Authenticator, UserInfo, rfc3339,
-                                        split_service_account, validate_token_request)
-from velashard.devcluster.rbac import (RBAC_GROUP, RBAC_RESOURCES, Attributes, Authorizer, aggregated_rules,
-                                       forbidden_message, rules_review)
-from velashard.devcluster.resources import Registry, ResourceType
+from velashard.apiserver import errors
+from velashard.apiserver.auth.authn import (ANONYMOUS, AUTHENTICATED, Authenticator, UserInfo, rfc3339,
+                                            split_service_account, validate_token_request)
+from velashard.apiserver.auth.rbac import (RBAC_GROUP, RBAC_RESOURCES, Attributes, Authorizer, aggregated_rules,
+                                           forbidden_message, rules_review)
+from velashard.apiserver.storage.resources import Registry, ResourceType
 
-log = logging.getLogger("velashard.devcluster.access")
+log = logging.getLogger("velashard.apiserver.auth.access")
 
 AUTHN_GROUP = "authentication.k8s.io"
 AUTHZ_GROUP = "authorization.k8s.io"
@@ -182,7 +182,7 @@ class Access:
                 self._aggregating = False
 
     def _default_service_account(self, namespace: str) -> None:
-        from velashard.devcluster.rest import Request
+        from velashard.apiserver.registry.rest import Request
         rt = self._types.lookup("", "v1", "serviceaccounts")
         assert rt is not None
         try:
@@ -195,7 +195,7 @@ class Access:
 
     def aggregate(self) -> None:
         """Fill aggregated ClusterRoles until none changes (aggregations may chain)."""
-        from velashard.devcluster.rest import Request
+        from velashard.apiserver.registry.rest import Request
         rt = self._types.lookup(RBAC_GROUP, "v1", "clusterroles")
         assert rt is not None
         for _ in range(8):

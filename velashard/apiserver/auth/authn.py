@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from velashard.devcluster import errors
+from velashard.apiserver import errors
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 AUTHENTICATED = "system:authenticated"

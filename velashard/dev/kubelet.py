@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from velashard.apis import labels
-from velashard.devcluster import errors
-from velashard.devcluster.rest import Request, RestAPI
-from velashard.devcluster.store import now_rfc3339
-from velashard.devcluster.workloads import UNMANAGED_ANNOTATION
+from velashard.apiserver import errors
+from velashard.apiserver.registry.rest import Request, RestAPI
+from velashard.apiserver.simulation.workloads import UNMANAGED_ANNOTATION
+from velashard.apiserver.storage.store import now_rfc3339
 
-log = logging.getLogger("velashard.devcluster.kubelet")
+log = logging.getLogger("velashard.dev.kubelet")
 
 NODE_NAME = "local"
 KUBELET_USER = {"username": "system:node:local", "uid": "", "groups": ["system:nodes"]}

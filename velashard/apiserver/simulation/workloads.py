@@ -9,13 +9,15 @@ import threading
 import time
 from typing import Any
 
-from velashard.devcluster import deployments, errors, objectstatus, pods
-from velashard.devcluster.nodes import NodeHeartbeat, node_ip
-from velashard.devcluster.resources import Registry, ResourceType
-from velashard.devcluster.rest import Request, RestAPI
-from velashard.devcluster.store import Event, now_rfc3339
+from velashard.apiserver import errors
+from velashard.apiserver.controllers import deployments
+from velashard.apiserver.registry.rest import Request, RestAPI
+from velashard.apiserver.simulation import objectstatus, pods
+from velashard.apiserver.simulation.nodes import NodeHeartbeat, node_ip
+from velashard.apiserver.storage.resources import Registry, ResourceType
+from velashard.apiserver.storage.store import Event, now_rfc3339
 
-log = logging.getLogger("velashard.devcluster.workloads")
+log = logging.getLogger("velashard.apiserver.simulation.workloads")
 
 SIMULATED = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
              ("apps", "replicasets"), ("", "replicationcontrollers"), *objectstatus.SIMULATED}
@@ -114,7 +116,7 @@ class WorkloadSimulator:
         self._due: list[tuple[float, tuple[str, str], str, str]] = []
         self._req = Request(user={"username": "system:serviceaccount:kube-system:workload-simulator", "uid": "",
                                   "groups": ["system:serviceaccounts"]})
-        self._thread = threading.Thread(target=self._run, name="devcluster-workloads", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="apiserver-workloads", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -15,8 +15,8 @@ import struct
 from datetime import datetime, timezone
 from typing import Any
 
-from velashard.devcluster import errors
-from velashard.devcluster.protobuf_fields import MESSAGES, ROOTS
+from velashard.apiserver import errors
+from velashard.apiserver.http.protobuf_fields_generated import MESSAGES, ROOTS
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

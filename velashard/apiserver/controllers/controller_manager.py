@@ -8,12 +8,13 @@ import logging
 import threading
 from typing import Any
 
-from velashard.devcluster import errors, policy
-from velashard.devcluster.resources import Registry, ResourceType
-from velashard.devcluster.rest import GC_USER, Request, RestAPI
-from velashard.devcluster.store import Event, now_rfc3339
+from velashard.apiserver import errors
+from velashard.apiserver.admission import policy
+from velashard.apiserver.registry.rest import GC_USER, Request, RestAPI
+from velashard.apiserver.storage.resources import Registry, ResourceType
+from velashard.apiserver.storage.store import Event, now_rfc3339
 
-log = logging.getLogger("velashard.devcluster.controllers")
+log = logging.getLogger("velashard.apiserver.controllers.controller_manager")
 
 CRD_GR = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_GR = ("", "namespaces")
@@ -49,7 +50,7 @@ class Controllers:
         self._req = Request(user=dict(GC_USER))
         self._stop = threading.Event()
         self._sub = self._store.subscribe()
-        self._thread = threading.Thread(target=self._run, name="devcluster-controllers", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="apiserver-controllers", daemon=True)
 
     # Called synchronously after each commit so that a CRD's resources are served as soon as it exists.
     def on_commit(self, rt: ResourceType, event: Event) -> None:

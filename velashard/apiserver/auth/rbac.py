@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from velashard.devcluster.authn import split_service_account
-from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.auth.authn import split_service_account
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 MASTERS = "system:masters"

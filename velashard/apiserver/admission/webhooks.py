@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from velashard.devcluster import errors
-from velashard.devcluster.resources import ResourceType
-from velashard.devcluster.selectors import SelectorError, label_selector_from_dict
-from velashard.devcluster.store import Store
+from velashard.apiserver import errors
+from velashard.apiserver.storage.resources import ResourceType
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.store import Store
 from velashard.patch import PatchError, apply_json_patch
 
-log = logging.getLogger("velashard.devcluster.admission")
+log = logging.getLogger("velashard.apiserver.admission.webhooks")
 
 _MUTATING = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 _VALIDATING = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
@@ -87,7 +87,7 @@ class Admission:
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._idle: dict[tuple, list[http.client.HTTPSConnection]] = {}
-        from velashard.devcluster.policy import PolicyAdmission  # policy builds on this module's matching
+        from velashard.apiserver.admission.policy import PolicyAdmission  # policy builds on this module's matching
         self.policies = PolicyAdmission(store)
 
     def active(self) -> bool:

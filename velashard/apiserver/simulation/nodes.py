@@ -9,12 +9,12 @@ import logging
 import threading
 from typing import Any
 
-from velashard.devcluster import errors
-from velashard.devcluster.resources import Registry
-from velashard.devcluster.rest import Request, RestAPI
-from velashard.devcluster.store import now_rfc3339
+from velashard.apiserver import errors
+from velashard.apiserver.registry.rest import Request, RestAPI
+from velashard.apiserver.storage.resources import Registry
+from velashard.apiserver.storage.store import now_rfc3339
 
-log = logging.getLogger("velashard.devcluster.nodes")
+log = logging.getLogger("velashard.apiserver.simulation.nodes")
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40  # the kubelet's default nodeLeaseDurationSeconds
@@ -97,7 +97,7 @@ class NodeHeartbeat:
         self._interval = interval
         self._stop = threading.Event()
         self._req = Request(user={"username": "system:node:simulated", "uid": "", "groups": ["system:nodes"]})
-        self._thread = threading.Thread(target=self._run, name="devcluster-nodes", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="apiserver-nodes", daemon=True)
 
     def names(self) -> list[str]:
         return [node_name(i) for i in range(self.count)]

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from velashard.apis import labels
 from velashard.apiserver.admission import cel
+from velashard.apiserver.admission.attributes import Attributes
 from velashard.apiserver.admission.policy import compile_policy, evaluate, request_object, resources_match
-from velashard.apiserver.admission.webhooks import Attributes
 from velashard.apiserver.storage.resources import BUILTIN_TYPES
 from velashard.sharding.guard import guard_objects
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from velashard.apiserver import errors
 from velashard.apiserver.admission import cel
-from velashard.apiserver.admission.webhooks import Attributes, rule_matches
+from velashard.apiserver.admission.attributes import Attributes, rule_matches
 from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 from velashard.apiserver.storage.store import Store
 from velashard.apiserver.storage.validation import Cause

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from velashard.apiserver import errors
-from velashard.apiserver.admission.webhooks import Admission, Attributes
+from velashard.apiserver.admission.attributes import Attributes
+from velashard.apiserver.admission.webhooks import Admission
 from velashard.apiserver.registry import strategies
 from velashard.apiserver.storage import conversion, managed_fields
 from velashard.apiserver.storage.openapi_schema import apply_schema

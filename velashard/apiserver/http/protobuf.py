@@ -2,7 +2,7 @@
 
 The wire format is decoded here (varints, length-delimited fields, fixed 32/64-bit values; a few dozen
 lines, smaller than a dependency); the message schemas (field numbers, types, which zero values
-JSON keeps) come from `protobuf_fields`, generated from k8s.io/api by hack/gen_protobuf_fields.py.
+JSON keeps) come from `protobuf_fields_generated`, made from k8s.io/api by hack/gen_protobuf_fields.py.
 A body is the 4-byte magic `k8s\\x00` and a runtime.Unknown whose typeMeta names the kind and whose
 raw bytes are the kind's message.
 """

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 import pytest
 from kubernetes import client, config
 
-from velashard.devcluster.server import APIServer
+from velashard.apiserver.http.server import APIServer
 
 
 @pytest.fixture(scope="session")

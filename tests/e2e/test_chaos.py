@@ -259,7 +259,7 @@ def writes_outside_ownership(records: list[dict], owners: dict[str, list[str]]) 
 
 
 def test_chaos_nothing_lost_nothing_handled_twice(tmp_path, scenario: Scenario):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
 
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))

@@ -29,7 +29,7 @@ CONTROLLER_ROLE = f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{RELEASE}-ve
 
 @pytest.fixture(scope="module")
 def chart_cluster(tmp_path_factory):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
     server = APIServer(port=0, simulate_workloads=True).start()
     directory = tmp_path_factory.mktemp("chart-rbac")
     admin = KubeClient.from_kubeconfig(server.write_kubeconfig(str(directory / "admin")), shard_id="test")

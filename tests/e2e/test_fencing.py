@@ -115,7 +115,7 @@ def other_than_own_lease(records: list[dict], shard: str) -> list[tuple]:
 
 @pytest.fixture
 def fleet(tmp_path):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
@@ -223,7 +223,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_webhook_processes_die_with_a_sigkilled_master(tmp_path):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
     server = APIServer(port=0).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))
     port = free_port()

@@ -90,7 +90,7 @@ def running(kube: KubeClient) -> list[dict]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Chart, master, two shards, and the tenant's 200 apps placed by the webhook and running."""
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
 
     server = APIServer(port=0, simulate_workloads=True).start()
     directory = tmp_path_factory.mktemp("forged")

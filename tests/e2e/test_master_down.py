@@ -31,7 +31,7 @@ def refuses(port: int) -> bool:
 
 
 def test_users_write_while_the_master_is_down(tmp_path):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
 
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))

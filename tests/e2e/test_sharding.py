@@ -75,7 +75,7 @@ def webhook_serving(port: int):
 
 @pytest.fixture(scope="module")
 def make_module_apiserver(tmp_path_factory):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("sharding") / "kubeconfig"))
     yield server
@@ -181,7 +181,7 @@ def test_reschedule_cli_moves_app_with_dependents_and_shards_lists_them(sharded)
 
 def test_kubevela_6433_sequence(tmp_path):
     """App created with sharding off; sharding turned on; app updated: the slave deploys it, nothing recreated."""
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
     from velashard.kube.resources import DEPLOYMENTS
 
     server = APIServer(port=0, simulate_workloads=True).start()
@@ -272,7 +272,7 @@ def test_webhook_schedules_restores_removed_label_and_protects_it(sharded, tmp_p
 
 
 def test_consistent_hash_join_moves_about_a_third_through_the_drain_handshake(tmp_path):
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
 
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path / "kubeconfig"))

@@ -7,10 +7,11 @@ import threading
 import pytest
 
 from velashard.apis import labels
-from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, POLICY_DEFINITIONS, RESOURCE_TRACKERS, SYSTEM_NAMESPACE
+from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, POLICY_DEFINITIONS, RESOURCE_TRACKERS,
+                                SYSTEM_NAMESPACE)
+from velashard.apiserver.http.server import APIServer
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
-from velashard.devcluster.server import APIServer
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager

@@ -11,10 +11,10 @@ import pytest
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS
+from velashard.apiserver.http.server import APIServer
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.events import EVENTS
 from velashard.core.install import install
-from velashard.devcluster.server import APIServer
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import NAMESPACES

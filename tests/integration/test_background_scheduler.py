@@ -29,7 +29,7 @@ SHARDS = ["shard-0", "shard-1", "shard-2"]
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A private server: a pass looks at every app in the cluster."""
-    from velashard.devcluster.server import APIServer
+    from velashard.apiserver.http.server import APIServer
 
     server = APIServer(port=0).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("scheduler") / "kubeconfig"))

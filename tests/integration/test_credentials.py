@@ -9,8 +9,8 @@ import pytest
 from kubernetes import client, config
 
 from tests.integration.helpers import token_codes
-from velashard.devcluster.authn import read_token_file
-from velashard.devcluster.server import APIServer, is_loopback
+from velashard.apiserver.auth.authn import read_token_file
+from velashard.apiserver.http.server import APIServer, is_loopback
 from velashard.kube.kubeconfig import bearer_token, write_private
 
 

@@ -10,10 +10,10 @@ import threading
 import pytest
 
 from velashard.apis.oam import COMPONENT_DEFINITIONS, TRAIT_DEFINITIONS
+from velashard.apiserver.http.server import APIServer
 from velashard.cli.main import main
 from velashard.core.defstatus import DefinitionChecker
 from velashard.core.install import install
-from velashard.devcluster.server import APIServer
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager

@@ -9,7 +9,7 @@ import urllib.request
 
 from kubernetes import client
 
-from velashard.devcluster import openapi_builtin
+from velashard.apiserver.http import openapi_builtin
 from tests.integration.helpers import eventually
 
 _LABELS = {"app": "s"}

@@ -114,7 +114,7 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart(make_apiserver) -> None
 
 
 def test_status_writes_keep_the_appliers_fields(make_apiserver) -> None:
-    from velashard.devcluster.rest import Request
+    from velashard.apiserver.registry.rest import Request
     server = make_apiserver()
     rt = server.types.lookup("apps", "v1", "deployments")
     config_ = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {

@@ -82,7 +82,7 @@ def test_sharding_on_with_gates_pdb_and_placement():
 
 
 def test_shard_label_guard_is_the_one_velashard_install_ships():
-    from velashard.devcluster.policy import validate_binding, validate_policy
+    from velashard.apiserver.admission.policy import validate_binding, validate_policy
     from velashard.sharding.guard import guard_objects
 
     assert not [d for d in render({}) if d["kind"].startswith("ValidatingAdmissionPolicy")]

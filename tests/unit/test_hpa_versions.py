@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from velashard.devcluster import hpa_versions as hv
+from velashard.apiserver.storage import hpa_versions as hv
 
 REF = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
 

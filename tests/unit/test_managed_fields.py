@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from velashard.devcluster import errors, managed_fields
-from velashard.devcluster.managed_fields import APPLY, Write, apply, decode, record
-from velashard.devcluster.resources import Registry, ResourceType
+from velashard.apiserver import errors
+from velashard.apiserver.storage import managed_fields
+from velashard.apiserver.storage.managed_fields import APPLY, Write, apply, decode, record
+from velashard.apiserver.storage.resources import Registry, ResourceType
 from velashard.patch import fieldset
 
 DEPLOYMENTS = Registry().lookup("apps", "v1", "deployments")

@@ -1,8 +1,8 @@
-"""The simulated status of HPAs, Ingresses, PVCs and LoadBalancer Services (devcluster --simulate-workloads)."""
+"""The simulated status of HPAs, Ingresses, PVCs and LoadBalancer Services (`velashard apiserver --simulate-workloads`)."""
 
 from __future__ import annotations
 
-from velashard.devcluster.objectstatus import object_status
+from velashard.apiserver.simulation.objectstatus import object_status
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -16,7 +16,7 @@ def test_pvc_binds_with_the_requested_size_once():
 
 
 def test_hpa_keeps_its_target_within_bounds_and_says_it_can_scale():
-    from velashard.devcluster.workloads import hpa_status
+    from velashard.apiserver.simulation.workloads import hpa_status
 
     hpa = {"metadata": {"name": "h", "generation": 2}, "spec": {"minReplicas": 3, "maxReplicas": 5}}
     status = hpa_status(hpa, current=1, now=NOW)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from velashard.devcluster.openapi_schema import apply_schema
-from velashard.devcluster.validation import Cause
+from velashard.apiserver.storage.openapi_schema import apply_schema
+from velashard.apiserver.storage.validation import Cause
 
 
 def obj_schema(**props):

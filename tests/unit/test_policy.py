@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from velashard.apis import labels
-from velashard.devcluster import cel
-from velashard.devcluster.admission import Attributes
-from velashard.devcluster.policy import compile_policy, evaluate, request_object, resources_match
-from velashard.devcluster.resources import BUILTIN_TYPES
+from velashard.apiserver.admission import cel
+from velashard.apiserver.admission.attributes import Attributes
+from velashard.apiserver.admission.policy import compile_policy, evaluate, request_object, resources_match
+from velashard.apiserver.storage.resources import BUILTIN_TYPES
 from velashard.sharding.guard import guard_objects
 
 TYPES = {rt.plural: rt for rt in BUILTIN_TYPES}

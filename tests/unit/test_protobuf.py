@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from velashard.devcluster import protobuf
+from velashard.apiserver.http import protobuf
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1", "kind": "Deployment",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from velashard.devcluster import errors
-from velashard.devcluster.authn import Authenticator, validate_token_request
-from velashard.devcluster.rbac import Attributes, Authorizer, aggregated_rules, forbidden_message, rule_allows
+from velashard.apiserver import errors
+from velashard.apiserver.auth.authn import Authenticator, validate_token_request
+from velashard.apiserver.auth.rbac import Attributes, Authorizer, aggregated_rules, forbidden_message, rule_allows
 
 SHARD = "system:serviceaccount:vela-system:shard"
 

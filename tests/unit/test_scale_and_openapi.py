@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from velashard.devcluster import openapi_builtin
-from velashard.devcluster.scale import selector_string, to_scale
+from velashard.apiserver.http import openapi_builtin
+from velashard.apiserver.registry.scale import selector_string, to_scale
 
 
 def test_selector_string_forms():

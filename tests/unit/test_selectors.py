@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from velashard.devcluster.selectors import (FieldRequirement, LabelSelector, Requirement, SelectorError,
-                                            label_selector_from_dict, parse_field_selector, parse_label_selector)
+from velashard.apiserver.storage.selectors import (FieldRequirement, LabelSelector, Requirement, SelectorError,
+                                                   label_selector_from_dict, parse_field_selector, parse_label_selector)
 
 
 @pytest.mark.parametrize("text,labels,expected", [

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from velashard.devcluster import pods
-from velashard.devcluster.nodes import node_object
-from velashard.devcluster.workloads import simulated_status
+from velashard.apiserver.simulation import pods
+from velashard.apiserver.simulation.nodes import node_object
+from velashard.apiserver.simulation.workloads import simulated_status
 
 NODES = frozenset({"node-0", "node-1"})
 
@@ -64,7 +64,7 @@ def _deployment(image: str = "nginx:1", replicas: int = 2) -> dict:
 
 
 def test_deployment_plan_creates_then_reuses_replicasets_by_template():
-    from velashard.devcluster import deployments
+    from velashard.apiserver.controllers import deployments
     first = deployments.plan(_deployment(), [])
     assert len(first.create) == 1 and first.deployment_revision == "1"
     rs1 = first.create[0]
@@ -82,7 +82,7 @@ def test_deployment_plan_creates_then_reuses_replicasets_by_template():
 
 
 def test_paused_deployment_rolls_nothing_out():
-    from velashard.devcluster import deployments
+    from velashard.apiserver.controllers import deployments
     rs1 = deployments.plan(_deployment(), []).create[0]
     paused = _deployment("nginx:2")
     paused["spec"]["paused"] = True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from velashard.devcluster.validation import (Cause, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
-                                             is_valid_label_value, is_valid_path_segment_name, validate_object_meta)
+from velashard.apiserver.storage.validation import (Cause, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
+                                                    is_valid_label_value, is_valid_path_segment_name, validate_object_meta)
 
 NAME_PART_REGEX = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
                    "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "

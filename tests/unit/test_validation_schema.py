@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from velashard.devcluster.openapi_schema import apply_schema
-from velashard.devcluster.validation import (is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
-                                             is_valid_label_value, validate_object_meta)
+from velashard.apiserver.storage.openapi_schema import apply_schema
+from velashard.apiserver.storage.validation import (is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
+                                                    is_valid_label_value, validate_object_meta)
 
 
 def test_names_and_labels():

@@ -47,7 +47,7 @@ def parse_service_endpoints(values: list[str]) -> dict[str, str]:
 
 
 def _read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
-    from velashard.devcluster.authn import read_token_file
+    from velashard.apiserver.auth.authn import read_token_file
 
     try:
         return read_token_file(path)
@@ -58,7 +58,7 @@ def _read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from velashard.devcluster.server import APIServer, is_loopback
+    from velashard.apiserver.http.server import APIServer, is_loopback
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from velashard.devcluster.dev import run_dev
+    from velashard.dev.run import run_dev
     from velashard.observability import setup_logging
 
     if not 0 <= args.shards <= 20:

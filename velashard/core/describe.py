@@ -10,8 +10,8 @@ from typing import Any
 
 from velashard.core.templates import compile_template
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import LIST, STRUCT, Vertex
-from velashard.cue.export import tail_element, to_data
+from velashard.cue.evaluator import LIST, STRUCT, Vertex, to_data
+from velashard.cue.export import tail_element
 from velashard.cue.values import BasicType, Disj, default_of, fmt
 
 

@@ -83,7 +83,7 @@ UNIVERSE.update({
     "mod": _intop("mod", _euclid_mod),
     "quo": _intop("quo", _quo),
     "rem": _intop("rem", _rem),
-    # len, close, and, or need the evaluator: velashard.cue.calls handles them by name
+    # len, close, and, or need the evaluator: velashard.cue.evaluator.call handles them by name
     "len": Func("len", None, 1, raw=True),
     "close": Func("close", None, 1, raw=True),
     "and": Func("and", None, 1, raw=True),

@@ -13,14 +13,15 @@ from __future__ import annotations
 import itertools
 import threading
 from decimal import Decimal, DivisionByZero, InvalidOperation
+from functools import cmp_to_key
 from typing import Any, Iterator
 
 from velashard.cue import ast
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
 from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
-                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, add_alt,
-                                  DECIMAL, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
+                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Validator, add_alt,
+                                  DECIMAL, check_validator, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
                                   make_disj, same_value, term_flags, unify_scalar, value_kind)
 
 NEW, EXPANDING, DONE = 0, 1, 2
@@ -1083,7 +1084,6 @@ def evaluate(x: Any, env: Env | None) -> Any:
     if t is ast.Unary:
         return unary(x, env)
     if t is ast.Call:
-        from velashard.cue.calls import call
         return call(x, env)
     if t is ast.Interp:
         return interpolate(x, env)
@@ -1196,7 +1196,6 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
             if ka == K_STRUCT:
                 return Bottom(f"invalid operation: {op} on struct", "eval", (x.pos,))
             if ka == K_LIST:
-                from velashard.cue.export import to_data
                 try:
                     r = to_data(a) == to_data(b)
                 except CueError as err:
@@ -1360,3 +1359,282 @@ def slice_list(x: ast.Slice, env: Env | None) -> Any:
     if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= len(items):
         return Bottom(f"invalid slice [{fmt(lo)}:{fmt(hi)}] of a list of length {len(items)}", "eval", (x.pos,))
     return list_vertex(items[lo:hi])
+
+
+# --- calls: builtins' arguments evaluated to plain data, results turned back into values; the few builtins that
+# need the evaluator itself (len, and, or, close, list.Sort) are here --------------------------------------------
+
+
+def call(x: ast.Call, env: Env | None) -> Any:
+    fn = evaluate(x.fn, env)
+    if type(fn) is Bottom:
+        return fn
+    if type(fn) is not Func:
+        return Bottom(f"cannot call non-function {fmt(fn) if is_atom(fn) else 'value'}", "eval", (x.pos,))
+    if fn.raw:
+        return _RAW[fn.name](fn, x, env)
+    args = []
+    for a in x.args:
+        v = argument(a, env)
+        if type(v) is Bottom:
+            return v if v.positions else Bottom(v.message, v.kind, (a.pos,))
+        args.append(v)
+    if fn.validator and fn.arity >= 1 and len(args) == fn.arity - 1:
+        return Validator(fn.name, fn.fn, tuple(args))
+    if fn.arity >= 0 and len(args) != fn.arity:
+        return Bottom(f"{fn.name}: expected {fn.arity} arguments, got {len(args)}", "eval", (x.pos,))
+    try:
+        result = fn.fn(*args)
+    except CueError as err:
+        return Bottom(f"error in call to {fn.name}: {err.message}", err.kind, (x.pos,))
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError) as err:
+        return Bottom(f"error in call to {fn.name}: {err}", "eval", (x.pos,))
+    return from_data(result)
+
+
+def argument(a: ast.Expr, env: Env | None) -> Any:
+    """An argument as plain data; not concrete is an incomplete error."""
+    v = default_of(evaluate(a, env))
+    if type(v) is Bottom:
+        return v
+    if type(v) is Vertex:
+        try:
+            return to_data(v)
+        except CueError as err:
+            return Bottom(err.message, err.kind, err.positions)
+    if v is NULL:
+        return None
+    if is_atom(v):
+        return v
+    return Bottom(f"non-concrete argument {fmt(v)}", "incomplete")
+
+
+def _len(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    if len(x.args) != 1:
+        return Bottom("len: expected 1 argument", "eval", (x.pos,))
+    v = default_of(evaluate(x.args[0], env))
+    t = type(v)
+    if t is Bottom:
+        return v
+    if t is str:
+        return len(v.encode())
+    if t is bytes:
+        return len(v)
+    if t is Vertex:
+        if v.kind == LIST:
+            return len(v.arcs)
+        if v.kind == STRUCT:
+            return sum(1 for k, a in v.arcs.items() if a.regular and type(k) is str and k[:1] not in "#_")
+    if is_atom(v):
+        return Bottom(f"invalid argument {fmt(v)} for len", "eval", (x.pos,))
+    return Bottom(f"len: incomplete argument {fmt(v)}", "incomplete", (x.pos,))
+
+
+def _list_items(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    if len(x.args) != 1:
+        return Bottom(f"{fn.name}: expected 1 argument", "eval", (x.pos,))
+    v = default_of(evaluate(x.args[0], env))
+    if type(v) is Bottom:
+        return v
+    if type(v) is not Vertex or v.kind != LIST:
+        return Bottom(f"{fn.name}: argument must be a list", "eval", (x.pos,))
+    return list(v.arcs.values())
+
+
+def _and(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    items = _list_items(fn, x, env)
+    if type(items) is Bottom:
+        return items
+    v = Vertex(None, None)
+    for a in items:
+        v.conjuncts.append(Conjunct(None, None, value=a))
+    return v.value()
+
+
+def _or(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    items = _list_items(fn, x, env)
+    if type(items) is Bottom:
+        return items
+    if not items:
+        return Bottom("empty list in call to or", "eval", (x.pos,))
+    alts = []
+    for a in items:
+        val = a.value()
+        if type(val) is not Bottom:
+            alts.append((val, True))
+    if any(type(a) is Vertex for a, _ in alts):
+        return Disj(alts) if len(alts) > 1 else alts[0][0]
+    return make_disj(alts)
+
+
+def _close(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    return temp_vertex(x, env).value()
+
+
+def _sort(fn: Func, x: ast.Call, env: Env | None) -> Any:
+    if len(x.args) != 2:
+        return Bottom(f"{fn.name}: expected 2 arguments", "eval", (x.pos,))
+    items = argument(x.args[0], env)
+    if type(items) is Bottom:
+        return items
+    if type(items) is not list:
+        return Bottom(f"{fn.name}: first argument must be a list", "eval", (x.pos,))
+    cmp = evaluate(x.args[1], env)
+    if type(cmp) is Bottom:
+        return cmp
+    if type(cmp) is not Vertex:
+        return Bottom(f"{fn.name}: second argument must be a comparator struct {{x, y, less}}", "eval", (x.pos,))
+
+    def less(a: Any, b: Any) -> bool:
+        v = Vertex(None, None)
+        v.conjuncts.append(Conjunct(None, None, value=cmp))
+        v.conjuncts.append(Conjunct(None, None, value=from_data({"x": a, "y": b})))
+        v.expand()
+        arc = v.arcs.get("less")
+        r = default_of(arc.value()) if arc is not None else Bottom("comparator has no field less", "eval")
+        if type(r) is not bool:
+            raise CueError(f"{fn.name}: comparator's less is not a bool: {fmt(r) if is_atom(r) else r!r}")
+        return r
+
+    try:
+        if fn.name == "list.IsSorted":
+            return all(not less(items[i + 1], items[i]) for i in range(len(items) - 1))
+        ordered = sorted(items, key=cmp_to_key(lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)))
+    except CueError as err:
+        return Bottom(err.message, err.kind, (x.pos,))
+    return from_data(ordered)
+
+
+_RAW = {"len": _len, "and": _and, "or": _or, "close": _close,
+        "list.Sort": _sort, "list.SortStable": _sort, "list.IsSorted": _sort}
+
+
+# --- plain data: from evaluated values by CUE's export rules (defaults chosen; optional fields, hidden fields
+# and definitions left out; anything not concrete, conflicting or required-but-absent is an error that names
+# its path), and back --------------------------------------------------------------------------------------------
+
+
+def to_data(v: Any, path: str = "") -> Any:
+    """Plain data of a concrete value: dict, list, str, int, Decimal, bool, bytes, None for null."""
+    if type(v) is Vertex:
+        return _vertex_data(v, 0)
+    return _scalar_data(v, path)
+
+
+def _path(v: Vertex, fallback: str = "") -> str:
+    return v.path() or fallback
+
+
+def _vertex_data(v: Vertex, depth: int) -> Any:
+    v.expand()
+    if depth > 1000:
+        raise CueError("value nested too deeply", "limit", _path(v))
+    if v.not_allowed is not None:
+        raise v.not_allowed.error(_path(v))
+    if v.err is not None:
+        raise v.err.error(_path(v))
+    if v.alts is not None:
+        candidates = [a for a, d in v.alts if d] or [a for a, _ in v.alts]
+        if len(candidates) == 1:
+            return _vertex_data(candidates[0], depth)
+        # alternatives that differ only where export cannot see (`[] | [...]`) are one value
+        try:
+            values = [_vertex_data(a, depth) for a in candidates]
+        except CueError:
+            values = []
+        if values and all(x == values[0] for x in values[1:]):
+            return values[0]
+        raise CueError(f"incomplete value {_describe_alts(v)} (unresolved disjunction)", "incomplete", _path(v))
+    if v.kind == STRUCT:
+        out: dict = {}
+        arcs = v.arcs
+        for key in ordered_keys(v):
+            if not is_regular(key):
+                continue
+            arc = arcs[key]
+            if not arc.regular:
+                if arc.required:
+                    raise CueError("field is required but not present", "incomplete", _path(arc))
+                continue
+            out[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = _vertex_data(arc, depth + 1)
+        return _validate(v, out)
+    if v.kind == LIST:
+        return _validate(v, [_vertex_data(a, depth + 1) for a in v.arcs.values()])
+    return _scalar_data(v.scalar, _path(v))
+
+
+def _describe_alts(v: Vertex) -> str:
+    parts = []
+    for a, d in v.alts[:4]:
+        a.expand()
+        kind = "struct" if a.kind == STRUCT else "list" if a.kind == LIST else fmt(a.scalar)
+        parts.append(("*" if d else "") + kind)
+    return " | ".join(parts)
+
+
+def _validate(v: Vertex, data: Any) -> Any:
+    """A struct or list with validators (list.MinItems(2), struct.MaxFields(3)): checked on its data."""
+    s = v.scalar
+    validators = [s] if type(s) is Validator else [b for b in s.bounds if type(b) is Validator] \
+        if type(s) is Conj else []
+    for val in validators:
+        r = check_validator(data, val)
+        if type(r) is Bottom:
+            raise r.error(_path(v))
+    return data
+
+
+def _scalar_data(s: Any, path: str) -> Any:
+    if s is None:
+        raise CueError("incomplete value _", "incomplete", path)
+    t = type(s)
+    if t is Disj:
+        d = default_of(s)
+        if type(d) is Bottom:
+            raise CueError(f"incomplete value {s!r}", "incomplete", path)
+        return _scalar_data(d, path)
+    if t is Bottom:
+        raise s.error(path)
+    if s is NULL:
+        return None
+    if is_atom(s):
+        return s
+    raise CueError(f"incomplete value {s!r}", "incomplete", path)
+
+
+def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
+    """Plain data as a value: containers become evaluated vertices, atoms stay atoms."""
+    t = type(obj)
+    if t is dict:
+        v = Vertex(parent, label)
+        v.state = DONE
+        v.kind = STRUCT
+        v.is_struct = 2
+        v.structs = [tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)]
+        for k, x in obj.items():
+            key = QUOTED + k if k[:1] in "#_" else k
+            v.arcs[key] = _arc(x, v, key)
+        return v
+    if t is list:
+        v = Vertex(parent, label)
+        v.state = DONE
+        v.kind = LIST
+        for i, x in enumerate(obj):
+            v.arcs[i] = _arc(x, v, i)
+        return v
+    if obj is None:
+        return NULL
+    if t is float:
+        return Decimal(repr(obj))
+    return obj
+
+
+def _arc(x: Any, parent: Vertex, key: Any) -> Vertex:
+    value = from_data(x, parent, key)
+    if type(value) is Vertex:
+        return value
+    arc = Vertex(parent, key)
+    arc.state = DONE
+    arc.kind = SCALAR
+    arc.scalar = value
+    return arc

@@ -1,0 +1,256 @@
+"""The package map of docs/architecture.md, enforced: who may import the development API server, the layers
+inside it, no import cycles, no folder holding too much of the code, the generated file marked as such.
+
+Every `import` and `from ... import` counts, at module level and inside functions alike: an import moved
+into a function is still a dependency, so it neither breaks a cycle nor escapes a rule. Importing a
+submodule also runs its parent packages' `__init__.py`; those implicit edges are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from dataclasses import dataclass
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "velashard"
+
+# Production code: everything of velashard except these. It never imports velashard.apiserver or velashard.dev.
+DEV_ONLY = ("velashard/apiserver/", "velashard/dev/")
+DEV_COMMANDS = {"velashard/cli/apiserver.py", "velashard/cli/dev.py"}
+# Only `velashard dev` imports velashard.dev.
+MAY_IMPORT_DEV = ("velashard/dev/", "velashard/cli/dev.py")
+# Inside velashard.apiserver, bottom to top: what each subpackage may import of velashard.apiserver besides
+# itself and the package's own modules (errors.py). Anything outside velashard.apiserver is theirs to use.
+APISERVER_LAYERS = {
+    "storage": set(),
+    "admission": {"storage"},
+    "registry": {"storage", "admission"},
+    "auth": {"storage", "registry"},
+    "controllers": {"storage", "admission", "registry"},
+    "simulation": {"storage", "registry", "controllers"},
+    "http": {"storage", "admission", "registry", "auth", "controllers", "simulation"},
+}
+MAX_FOLDER_SHARE = 0.25
+GENERATED = PACKAGE / "apiserver" / "http" / "protobuf_fields_generated.py"
+GENERATOR = "hack/gen_protobuf_fields.py"
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing file, relative to the repository
+    line: int
+    target: str  # the velashard module imported (a submodule where `from package import submodule`)
+
+
+def _rel(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def velashard_modules() -> dict[str, pathlib.Path]:
+    """Dotted module name -> file, for every module and package of velashard."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = velashard_modules()
+
+
+def _module_of(path: pathlib.Path) -> str | None:
+    return next((name for name, p in MODULES.items() if p == path), None)
+
+
+def _known(name: str) -> str | None:
+    """The module `name` is, or the longest prefix of it that is one (`velashard.x.attribute`)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(path: pathlib.Path) -> list[Import]:
+    """The velashard modules a file imports, anywhere in it (functions included)."""
+    source = _rel(path)
+    module = _module_of(path)
+    package = module if path.name == "__init__.py" else (module or "").rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _known(alias.name) if alias.name.split(".")[0] == "velashard" else None
+                if target:
+                    found.append(Import(source, node.lineno, target))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.split(".")[0] != "velashard":
+                continue
+            for alias in node.names:
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else _known(base)
+                if target:
+                    found.append(Import(source, node.lineno, target))
+    return found
+
+
+def _files(*dirs: str) -> list[pathlib.Path]:
+    return [p for d in dirs for p in sorted((ROOT / d).rglob("*.py"))]
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _show(imports: list[Import]) -> str:
+    return "\n".join(f"{i.source}:{i.line} imports {i.target}" for i in imports)
+
+
+def test_production_code_never_imports_the_apiserver_or_dev():
+    bad = [i for p in _files("velashard", "hack")
+           if not _rel(p).startswith(DEV_ONLY) and _rel(p) not in DEV_COMMANDS
+           for i in imports_of(p) if _in(i.target, "velashard.apiserver") or _in(i.target, "velashard.dev")]
+    assert not bad, "production code imports the development API server:\n" + _show(bad)
+
+
+def test_nothing_else_of_velashard_imports_cli():
+    bad = [i for p in _files("velashard") if not _rel(p).startswith("velashard/cli/")
+           for i in imports_of(p) if _in(i.target, "velashard.cli")]
+    assert not bad, "velashard/cli/ is the top layer:\n" + _show(bad)
+
+
+def test_only_velashard_dev_imports_velashard_dev():
+    bad = [i for p in _files("velashard", "hack", "tests") if not _rel(p).startswith(MAY_IMPORT_DEV)
+           for i in imports_of(p) if _in(i.target, "velashard.dev")]
+    assert not bad, "only velashard/dev/ and velashard/cli/dev.py may import velashard.dev:\n" + _show(bad)
+
+
+def test_the_apiserver_never_imports_dev():
+    bad = [i for p in _files("velashard/apiserver") for i in imports_of(p) if _in(i.target, "velashard.dev")]
+    assert not bad, "velashard.apiserver imports velashard.dev:\n" + _show(bad)
+
+
+def test_apiserver_subpackages_import_only_their_lower_layers():
+    subpackages = {p.name for p in (PACKAGE / "apiserver").iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(APISERVER_LAYERS), "a new apiserver subpackage needs a place in APISERVER_LAYERS " \
+                                                 "and in docs/architecture.md"
+    bad = []
+    for name, allowed in APISERVER_LAYERS.items():
+        for p in _files(f"velashard/apiserver/{name}"):
+            for i in imports_of(p):
+                parts = i.target.split(".")
+                if parts[:2] == ["velashard", "apiserver"] and len(parts) > 2 and parts[2] in APISERVER_LAYERS \
+                        and parts[2] != name and parts[2] not in allowed:
+                    bad.append(i)
+    assert not bad, "an apiserver layer imports one above it (see APISERVER_LAYERS):\n" + _show(bad)
+
+
+def import_graph() -> dict[str, dict[str, Import]]:
+    """module -> {imported module: the first import of it}, between velashard modules."""
+    graph: dict[str, dict[str, Import]] = {name: {} for name in MODULES}
+    for name, path in MODULES.items():
+        for i in imports_of(path):
+            if i.target != name:
+                graph[name].setdefault(i.target, i)
+    return graph
+
+
+def find_cycles(graph: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """One cycle (a list of modules, the first repeated at the end) per strongly connected component of
+    more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return [_cycle_in(graph, set(c), c[0]) for c in components]
+
+
+def _cycle_in(graph: dict[str, dict[str, Import]], component: set[str], start: str) -> list[str]:
+    """A shortest path from start back to itself inside its component (breadth first)."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph[node]):
+                if child not in component:
+                    continue
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return path[::-1] + [start]
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"{start} is in a component without a cycle through it")
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    cycles = find_cycles(graph)
+    described = ["\n".join(f"  {graph[a][b].source}:{graph[a][b].line}: {a} -> {b}" for a, b in zip(c, c[1:]))
+                 for c in cycles]
+    assert not cycles, "import cycles between velashard modules:\n" + "\n\n".join(described)
+
+
+def test_find_cycles_reports_a_cycle():
+    def imp(target: str) -> Import:
+        return Import("x.py", 1, target)
+    graph = {"a": {"b": imp("b")}, "b": {"c": imp("c")}, "c": {"a": imp("a")}, "d": {"a": imp("a")}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b": imp("b")}, "b": {}}) == []
+
+
+def test_no_folder_holds_more_than_a_quarter_of_the_code():
+    lines = {p: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    total = sum(lines.values())
+    folders: dict[pathlib.Path, int] = {}
+    for path, n in lines.items():
+        folders[path.parent] = folders.get(path.parent, 0) + n
+    too_big = {_rel(folder): f"{n} of {total} lines" for folder, n in folders.items() if n > MAX_FOLDER_SHARE * total}
+    assert not too_big, f"folders holding more than {MAX_FOLDER_SHARE:.0%} of velashard's lines: {too_big}"
+
+
+def test_the_generated_protobuf_table_says_so_on_its_first_line():
+    first = GENERATED.read_text().splitlines()[0]
+    assert first.startswith("# Code generated by ") and GENERATOR in first and "DO NOT EDIT" in first, first
+    assert _rel(GENERATED) in (ROOT / GENERATOR).read_text(), f"{GENERATOR} should name the file it writes"

@@ -1,0 +1,1 @@
+"""Admission: webhooks called as kube-apiserver calls them, ValidatingAdmissionPolicy and its CEL."""

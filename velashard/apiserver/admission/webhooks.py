@@ -1,0 +1,279 @@
+"""Calling admission webhooks the way kube-apiserver does: matching, AdmissionReview v1, HTTPS, policies."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import logging
+import ssl
+import threading
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from velashard.apiserver import errors
+from velashard.apiserver.admission.attributes import Attributes, rule_matches
+from velashard.apiserver.admission.policy import PolicyAdmission
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.store import Store
+from velashard.patch import PatchError, apply_json_patch
+
+log = logging.getLogger("velashard.apiserver.admission.webhooks")
+
+_MUTATING = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+_VALIDATING = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+_MAX_IDLE_PER_WEBHOOK = 16
+
+
+class WebhookCallError(Exception):
+    pass
+
+
+def _labels(obj: dict[str, Any] | None) -> dict[str, str] | None:
+    if obj is None:
+        return None
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+class Admission:
+    def __init__(self, store: Store, service_endpoints: dict[str, str] | None = None):
+        self._store = store
+        self._endpoints = dict(service_endpoints or {})
+        self._lock = threading.Lock()
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._idle: dict[tuple, list[http.client.HTTPSConnection]] = {}
+        self.policies = PolicyAdmission(store)
+
+    def active(self) -> bool:
+        return bool(self._store.list(_MUTATING)[0] or self._store.list(_VALIDATING)[0]) or self.policies.active()
+
+    def mutate(self, attrs: Attributes) -> dict[str, Any] | None:
+        """Run matching mutating webhooks in order; returns the (possibly patched) object."""
+        for config in self._store.list(_MUTATING)[0]:
+            for hook in config.get("webhooks") or []:
+                if not self._matches(hook, attrs):
+                    continue
+                response = self._call(hook, attrs)
+                if response is None:
+                    continue
+                patch = response.get("patch")
+                if patch and attrs.obj is not None:
+                    if response.get("patchType", "JSONPatch") != "JSONPatch":
+                        raise errors.internal(f'failed calling webhook "{hook["name"]}": unsupported patchType '
+                                              f'{response.get("patchType")!r}')
+                    try:
+                        ops = json.loads(base64.b64decode(patch))
+                        attrs.obj = apply_json_patch(attrs.obj, ops)
+                    except (ValueError, PatchError) as err:
+                        raise errors.internal(f'failed calling webhook "{hook["name"]}": invalid patch: {err}')
+        return attrs.obj
+
+    def validate(self, attrs: Attributes) -> None:
+        """ValidatingAdmissionPolicies, then validating webhooks: kube-apiserver's plugin order."""
+        self.policies.validate(attrs)
+        for config in self._store.list(_VALIDATING)[0]:
+            for hook in config.get("webhooks") or []:
+                if self._matches(hook, attrs):
+                    self._call(hook, attrs)
+
+    # --- matching --------------------------------------------------------------------------------
+
+    def _matches(self, hook: dict[str, Any], attrs: Attributes) -> bool:
+        if attrs.rt.group == "admissionregistration.k8s.io":
+            return False  # webhooks never intercept their own configurations
+        if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
+            return False
+        try:
+            obj_sel = label_selector_from_dict(hook.get("objectSelector"))
+            ns_sel = label_selector_from_dict(hook.get("namespaceSelector"))
+        except SelectorError:
+            return False
+        if not obj_sel.empty:
+            # On UPDATE a webhook is called if the old or the new object matches.
+            candidates = [lbl for lbl in (_labels(attrs.obj), _labels(attrs.old)) if lbl is not None]
+            if not any(obj_sel.matches(lbl) for lbl in candidates):
+                return False
+        if not ns_sel.empty:
+            if attrs.rt.namespaced:
+                ns = self._store.get(("", "namespaces"), ("", attrs.namespace))
+                if not ns_sel.matches(_labels(ns) or {}):
+                    return False
+            elif attrs.rt.kind == "Namespace":
+                if not ns_sel.matches(_labels(attrs.obj if attrs.obj is not None else attrs.old) or {}):
+                    return False
+        return True
+
+    # --- calling ---------------------------------------------------------------------------------
+
+    def review(self, attrs: Attributes) -> dict[str, Any]:
+        rt = attrs.rt
+        request: dict[str, Any] = {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            "resource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
+            "requestKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
+            "requestResource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
+            "name": attrs.name,
+            "operation": attrs.operation,
+            "userInfo": attrs.user,
+            "object": attrs.obj,
+            "oldObject": attrs.old,
+            "dryRun": attrs.dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1",
+                        "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions",
+                                 "DELETE": "DeleteOptions"}[attrs.operation]},
+        }
+        if attrs.namespace:
+            request["namespace"] = attrs.namespace
+        if attrs.subresource:
+            request["subResource"] = attrs.subresource
+            request["requestSubResource"] = attrs.subresource
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+    def _call(self, hook: dict[str, Any], attrs: Attributes) -> dict[str, Any] | None:
+        """Call one webhook; returns its response when allowed, None when ignored after a failure."""
+        name = hook.get("name", "")
+        review = self.review(attrs)
+        try:
+            if "v1" not in (hook.get("admissionReviewVersions") or ["v1"]):
+                raise WebhookCallError("webhook does not accept admission.k8s.io/v1 AdmissionReview")
+            response = self._post(hook, review)
+            if not isinstance(response, dict) or not isinstance(response.get("response"), dict):
+                raise WebhookCallError("webhook response was absent")
+            result = response["response"]
+            if result.get("uid") != review["request"]["uid"]:
+                raise WebhookCallError(f'expected response.uid="{review["request"]["uid"]}", '
+                                       f'got "{result.get("uid")}"')
+        except WebhookCallError as err:
+            if hook.get("failurePolicy", "Fail") == "Ignore":
+                log.warning("admission webhook call failed, ignored by failurePolicy webhook=%s err=%s", name, err)
+                return None
+            raise errors.internal(f'failed calling webhook "{name}": {err}')
+        if not result.get("allowed"):
+            status = result.get("status") or {}
+            code = status.get("code") if isinstance(status.get("code"), int) else 400
+            code = max(code, 400)
+            message = status.get("message") or "without explanation"
+            raise errors.APIError(code, status.get("reason") or ("Forbidden" if code == 403 else "BadRequest"),
+                                  f'admission webhook "{name}" denied the request: {message}')
+        return result
+
+    def _target(self, client_config: dict[str, Any]) -> tuple[str, int, str, str]:
+        """(connect host, port, server name to verify, path) for a webhook clientConfig."""
+        if client_config.get("url"):
+            parts = urlsplit(client_config["url"])
+            if parts.scheme != "https":
+                raise WebhookCallError(f'webhook URL must use https, got "{client_config["url"]}"')
+            host = parts.hostname or ""
+            path = parts.path or "/"
+            if parts.query:
+                path += "?" + parts.query
+            return host, parts.port or 443, host, path
+        service = client_config.get("service")
+        if not isinstance(service, dict):
+            raise WebhookCallError("webhook clientConfig has neither url nor service")
+        ref = f'{service.get("namespace")}/{service.get("name")}'
+        with self._lock:
+            endpoint = self._endpoints.get(ref)
+        if endpoint is None:
+            raise WebhookCallError(f"service {ref} has no endpoint (start the server with --service-endpoint "
+                                   f"{ref}=HOST:PORT)")
+        host, _, port = endpoint.rpartition(":")
+        return host, int(port), f'{service.get("name")}.{service.get("namespace")}.svc', service.get("path") or "/"
+
+    def route_service(self, ref: str, endpoint: str | None) -> None:
+        """Where the Service `ref` (NS/NAME) is reached now, as its Endpoints would say (None: no ready pod);
+        the local kubelet keeps this in step with the pods it runs."""
+        with self._lock:
+            if endpoint is None:
+                self._endpoints.pop(ref, None)
+            else:
+                self._endpoints[ref] = endpoint
+
+    def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
+        key = ca_bundle or ""
+        with self._lock:
+            context = self._contexts.get(key)
+        if context is None:
+            try:
+                context = (ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode()) if ca_bundle
+                           else ssl.create_default_context())
+            except (ValueError, ssl.SSLError) as err:
+                raise WebhookCallError(f"invalid caBundle: {err}")
+            with self._lock:
+                self._contexts[key] = context
+        return context
+
+    def _post(self, hook: dict[str, Any], review: dict[str, Any]) -> Any:
+        client_config = hook.get("clientConfig") or {}
+        host, port, server_name, path = self._target(client_config)
+        context = self._context(client_config.get("caBundle"))
+        timeout = min(max(int(hook.get("timeoutSeconds") or 10), 1), 30)
+        body = json.dumps(review).encode()
+        url = f"https://{host}:{port}{path}"
+        key = (host, port, server_name, client_config.get("caBundle") or "")
+        # Connections are kept alive and reused, as kube-apiserver does: a TLS handshake per call
+        # would cost more than the webhook itself. A reused connection the peer closed is retried once.
+        for attempt in range(2):
+            conn, reused = self._checkout(key, host, port, server_name, context, timeout, fresh=attempt > 0)
+            try:
+                conn.request("POST", path, body, {"Content-Type": "application/json", "Accept": "application/json"})
+                resp = conn.getresponse()
+                payload = resp.read()
+            except (OSError, http.client.HTTPException) as err:
+                conn.close()
+                if reused and attempt == 0 and not isinstance(err, TimeoutError):
+                    self._drop_idle(key)  # the peer closed idle connections: its other ones are stale too
+                    continue
+                raise WebhookCallError(f'failed to call webhook: Post "{url}": {err}')
+            if resp.will_close:
+                conn.close()
+            else:
+                self._checkin(key, conn)
+            break
+        if resp.status != 200:
+            raise WebhookCallError(f"received invalid webhook response: HTTP {resp.status}: {payload[:200]!r}")
+        try:
+            return json.loads(payload)
+        except ValueError as err:
+            raise WebhookCallError(f"received invalid webhook response: {err}")
+
+    def _checkout(self, key: tuple, host: str, port: int, server_name: str, context: ssl.SSLContext,
+                  timeout: float, fresh: bool = False) -> tuple[http.client.HTTPSConnection, bool]:
+        with self._lock:
+            idle = self._idle.get(key)
+            conn = idle.pop() if idle and not fresh else None
+        if conn is not None:
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            return conn, True
+        return _VerifyingHTTPSConnection(host, port, server_name, context, timeout), False
+
+    def _drop_idle(self, key: tuple) -> None:
+        with self._lock:
+            stale = self._idle.pop(key, [])
+        for conn in stale:
+            conn.close()
+
+    def _checkin(self, key: tuple, conn: http.client.HTTPSConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < _MAX_IDLE_PER_WEBHOOK:
+                idle.append(conn)
+                return
+        conn.close()
+
+
+class _VerifyingHTTPSConnection(http.client.HTTPSConnection):
+    """Connects to (host, port) but verifies the certificate against `server_name`, as for service references."""
+
+    def __init__(self, host: str, port: int, server_name: str, context: ssl.SSLContext, timeout: float):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._server_name = server_name
+        self._ctx = context
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._ctx.wrap_socket(self.sock, server_hostname=self._server_name)

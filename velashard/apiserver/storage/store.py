@@ -1,0 +1,310 @@
+"""In-memory object storage with one global resourceVersion counter, event history and watch fan-out.
+
+Objects are plain dicts that are never mutated once stored (writers store new dicts), so readers
+can serialize them without copying. Every write and its fan-out to watchers happen under one lock,
+which is what gives every watcher the events in resourceVersion order.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from velashard.apiserver import errors
+
+GroupResource = tuple[str, str]
+Key = tuple[str, str]  # (namespace or "", name)
+Matcher = Callable[[dict[str, Any]], bool]
+
+# A watcher whose client reads slower than this many queued events is closed, as kube-apiserver
+# closes watchers whose buffer is full; the client re-watches from its last resourceVersion.
+MAX_PENDING_EVENTS = 100_000
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+@dataclass
+class Event:
+    rv: int
+    type: str  # ADDED, MODIFIED or DELETED
+    gr: GroupResource
+    obj: dict[str, Any]
+    old: dict[str, Any] | None
+    raw: bytes  # the serialized object, shared by the writer's response and every watcher
+    _lines: dict[str, bytes] = field(default_factory=dict)
+
+    def line(self, event_type: str) -> bytes:
+        """The newline-delimited watch event, built once per type and shared by all watchers."""
+        cached = self._lines.get(event_type)
+        if cached is None:
+            cached = b'{"type":"' + event_type.encode() + b'","object":' + self.raw + b"}\n"
+            self._lines[event_type] = cached
+        return cached
+
+
+def watch_line(event: Event, matches: Matcher) -> bytes | None:
+    """Kubernetes' transition rule for a filtered watch: what this watcher sees of `event`, if anything."""
+    if event.type != "MODIFIED":
+        return event.line(event.type) if matches(event.obj) else None
+    now_matches = matches(event.obj)
+    was_matching = event.old is not None and matches(event.old)
+    if now_matches:
+        return event.line("MODIFIED" if was_matching else "ADDED")
+    if was_matching:
+        # The object left the selection: kube-apiserver sends its previous state at the new resourceVersion.
+        old = dict(event.old)  # type: ignore[arg-type]
+        old["metadata"] = dict(old["metadata"], resourceVersion=str(event.rv))
+        return b'{"type":"DELETED","object":' + dumps(old) + b"}\n"
+    return None
+
+
+class Watcher:
+    """One client's watch: a queue of ready-to-send lines fed under the store lock."""
+
+    def __init__(self, store: "Store", gr: GroupResource | None, matches: Matcher):
+        self._store = store
+        self.gr = gr
+        self.matches = matches
+        self._queue: deque[Any] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self.closed = False
+        self.overflowed = False
+
+    def offer(self, event: Event) -> None:
+        line = watch_line(event, self.matches)
+        if line is not None:
+            self._put(line)
+
+    def _put(self, item: Any) -> None:
+        with self._cond:
+            if self.closed:
+                return
+            if len(self._queue) >= MAX_PENDING_EVENTS:
+                self.overflowed = True
+                self.closed = True
+            else:
+                self._queue.append(item)
+            self._cond.notify()
+
+    def get(self, timeout: float) -> Any | None:
+        """The next queued item, or None after `timeout` seconds or once closed and drained."""
+        with self._cond:
+            if not self._queue and not self.closed:
+                self._cond.wait(timeout)
+            return self._queue.popleft() if self._queue else None
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._queue
+
+    def close(self) -> None:
+        self._store.unwatch(self)
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+
+class Subscriber(Watcher):
+    """An in-process consumer of every event (the built-in controllers); never overflows."""
+
+    def offer(self, event: Event) -> None:
+        with self._cond:
+            if not self.closed:
+                self._queue.append(event)
+                self._cond.notify()
+
+
+class Store:
+    def __init__(self, watch_history: int = 10_000):
+        self._lock = threading.RLock()
+        self._rv = 0
+        self._objects: dict[GroupResource, dict[Key, dict[str, Any]]] = {}
+        self._uids: dict[str, tuple[GroupResource, Key]] = {}
+        self._dependents: dict[str, set[tuple[GroupResource, Key]]] = {}
+        self._history: deque[Event] = deque(maxlen=max(1, watch_history))
+        self._history_floor = 0  # resourceVersion of the newest event no longer in history
+        self._watchers: dict[GroupResource | None, set[Watcher]] = {}
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def current_rv(self) -> int:
+        with self._lock:
+            return self._rv
+
+    def get(self, gr: GroupResource, key: Key) -> dict[str, Any] | None:
+        with self._lock:
+            return self._objects.get(gr, {}).get(key)
+
+    def list(self, gr: GroupResource, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Objects sorted by (namespace, name), as etcd orders its keys, and the list's resourceVersion."""
+        with self._lock:
+            bucket = self._objects.get(gr, {})
+            if namespace is None:
+                items = [bucket[k] for k in sorted(bucket)]
+            else:
+                items = [bucket[k] for k in sorted(bucket) if k[0] == namespace]
+            return items, self._rv
+
+    def count(self, gr: GroupResource, namespace: str) -> int:
+        with self._lock:
+            return sum(1 for k in self._objects.get(gr, {}) if k[0] == namespace)
+
+    def by_uid(self, uid: str) -> tuple[GroupResource, dict[str, Any]] | None:
+        with self._lock:
+            ref = self._uids.get(uid)
+            if ref is None:
+                return None
+            return ref[0], self._objects[ref[0]][ref[1]]
+
+    def dependents_of(self, uid: str) -> list[tuple[GroupResource, dict[str, Any]]]:
+        with self._lock:
+            out = []
+            for gr, key in self._dependents.get(uid, ()):
+                obj = self._objects.get(gr, {}).get(key)
+                if obj is not None:
+                    out.append((gr, obj))
+            return out
+
+    def namespaced_buckets(self) -> Iterable[GroupResource]:
+        with self._lock:
+            return list(self._objects)
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def create(self, gr: GroupResource, obj: dict[str, Any]) -> Event:
+        """Store a new object, filling uid, creationTimestamp, resourceVersion and generation."""
+        key = object_key(obj)
+        with self._lock:
+            bucket = self._objects.setdefault(gr, {})
+            if key in bucket:
+                raise errors.already_exists(gr[0], gr[1], key[1])
+            meta = obj["metadata"]
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", now_rfc3339())
+            meta.setdefault("generation", 1)
+            return self._commit("ADDED", gr, key, obj, None)
+
+    def replace(self, gr: GroupResource, obj: dict[str, Any], expected_rv: str) -> Event:
+        """Replace an object if its resourceVersion is still `expected_rv` (optimistic concurrency)."""
+        key = object_key(obj)
+        with self._lock:
+            old = self._objects.get(gr, {}).get(key)
+            if old is None:
+                raise errors.not_found(gr[0], gr[1], key[1])
+            if old["metadata"]["resourceVersion"] != expected_rv:
+                raise errors.conflict(gr[0], gr[1], key[1], "the object has been modified; please apply your "
+                                      "changes to the latest version and try again")
+            return self._commit("MODIFIED", gr, key, obj, old)
+
+    def remove(self, gr: GroupResource, key: Key, expected_rv: str | None = None,
+               final: dict[str, Any] | None = None) -> Event:
+        """Delete an object; `final` is its last state (e.g. its last finalizer just removed)."""
+        with self._lock:
+            old = self._objects.get(gr, {}).get(key)
+            if old is None:
+                raise errors.not_found(gr[0], gr[1], key[1])
+            if expected_rv is not None and old["metadata"]["resourceVersion"] != expected_rv:
+                raise errors.conflict(gr[0], gr[1], key[1], "the object has been modified; please apply your "
+                                      "changes to the latest version and try again")
+            return self._commit("DELETED", gr, key, dict(final if final is not None else old), old)
+
+    def _commit(self, event_type: str, gr: GroupResource, key: Key, obj: dict[str, Any],
+                old: dict[str, Any] | None) -> Event:
+        self._rv += 1
+        obj["metadata"] = dict(obj["metadata"], resourceVersion=str(self._rv))
+        bucket = self._objects.setdefault(gr, {})
+        if event_type == "DELETED":
+            del bucket[key]
+            self._uids.pop(obj["metadata"]["uid"], None)
+        else:
+            bucket[key] = obj
+            self._uids[obj["metadata"]["uid"]] = (gr, key)
+        self._index_owners(gr, key, old, None if event_type == "DELETED" else obj)
+        event = Event(self._rv, event_type, gr, obj, old if event_type == "MODIFIED" else None, dumps(obj))
+        if len(self._history) == self._history.maxlen:
+            self._history_floor = self._history[0].rv
+        self._history.append(event)
+        for watcher in list(self._watchers.get(gr, ())):
+            watcher.offer(event)
+        for watcher in list(self._watchers.get(None, ())):
+            watcher.offer(event)
+        return event
+
+    def _index_owners(self, gr: GroupResource, key: Key, old: dict[str, Any] | None,
+                      new: dict[str, Any] | None) -> None:
+        def owner_uids(o: dict[str, Any] | None) -> set[str]:
+            if o is None:
+                return set()
+            return {ref.get("uid", "") for ref in o["metadata"].get("ownerReferences") or ()}
+
+        before, after = owner_uids(old), owner_uids(new)
+        for uid in before - after:
+            deps = self._dependents.get(uid)
+            if deps is not None:
+                deps.discard((gr, key))
+                if not deps:
+                    del self._dependents[uid]
+        for uid in after - before:
+            self._dependents.setdefault(uid, set()).add((gr, key))
+
+    # --- watch -----------------------------------------------------------------------------------
+
+    def watch(self, gr: GroupResource, matches: Matcher, since_rv: int | None) -> Watcher:
+        """Start a watch. Without `since_rv`, current objects arrive first as synthetic ADDED events."""
+        watcher = Watcher(self, gr, matches)
+        with self._lock:
+            if since_rv is None:
+                for _, obj in sorted(self._objects.get(gr, {}).items()):
+                    if matches(obj):
+                        watcher._put(b'{"type":"ADDED","object":' + dumps(obj) + b"}\n")
+            else:
+                if since_rv < self._history_floor:
+                    raise errors.expired(f"too old resource version: {since_rv} ({self._history_floor + 1})")
+                for event in self._history:
+                    if event.rv > since_rv and event.gr == gr:
+                        watcher.offer(event)
+            self._watchers.setdefault(gr, set()).add(watcher)
+        return watcher
+
+    def subscribe(self) -> Subscriber:
+        """Every event of every resource, for in-process controllers."""
+        sub = Subscriber(self, None, lambda _o: True)
+        with self._lock:
+            self._watchers.setdefault(None, set()).add(sub)
+        return sub
+
+    def unwatch(self, watcher: Watcher) -> None:
+        with self._lock:
+            self._watchers.get(watcher.gr, set()).discard(watcher)
+
+    def close_watchers(self, gr: GroupResource | None = None) -> None:
+        """End watches (all, or those of one resource when its CRD goes away)."""
+        with self._lock:
+            targets = [w for key, ws in self._watchers.items() if gr is None or key == gr for w in ws]
+        for watcher in targets:
+            watcher.close()
+
+    def bookmark_rv(self, watcher: Watcher) -> int | None:
+        """The resourceVersion a bookmark may carry now: only when nothing is queued for the watcher."""
+        with self._lock:
+            return self._rv if watcher.idle() else None

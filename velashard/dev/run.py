@@ -1,0 +1,207 @@
+"""`velashard dev`: a whole sharded velashard on one machine, with a live view until Ctrl-C.
+
+What runs is what users deploy: real Helm installs helm/velashard with sharding into the embedded
+API server (simulating workloads), and the vela-core-shard-manager addon adds the shards, as the
+README does on a cluster. A local kubelet in this process runs the chart's and the addon's
+Deployments as separate `velashard` processes, each with a token of its pod's ServiceAccount, and
+routes the webhook Service to the master's process, so the API server calls the webhooks through the
+Service and verifies them against the chart's caBundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter, deque
+from typing import Any, TextIO
+
+import velashard
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
+from velashard.apiserver.http.server import ADMIN_USER, APIServer
+from velashard.core.addons import load_addon
+from velashard.core.install import install
+from velashard.dev.kubelet import LocalKubelet, LocalPod
+from velashard.kube.apply import upsert
+from velashard.kube.client import KubeClient
+from velashard.kube.kubeconfig import write_kubeconfig
+from velashard.kube.resources import PODS
+from velashard.sharding.keys import load_or_create_signing_key
+from velashard.sharding.proof import with_proof
+
+RELEASE = "velashard"  # as the README installs it: Deployment, ServiceAccounts and Service are named after it
+SHARD_SERVICE_ACCOUNT = f"{RELEASE}-shard"
+TOKEN_SECONDS = 7 * 24 * 3600  # a dev session's lifetime; a kubelet would rotate projected tokens instead
+
+
+def chart_dir() -> str:
+    """helm/velashard beside the package (a source checkout, as `pip install -e .` from the README uses)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(velashard.__file__))), "helm", "velashard")
+
+
+def install_chart(kubeconfig: str) -> Any:
+    """What the README tells users to run on a cluster: the chart with sharding, then the shard-manager addon.
+    Returns the Helm configuration (its release records live in memory for the session)."""
+    import helm_python as helm  # real Helm (the Go SDK), installed with velashard
+
+    release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="memory")
+    # Dev's departures from the chart's defaults: a short orphan grace period, so that killing a shard visibly
+    # moves its apps; text logs; and the dev user as a shard admin, since the addon pins its Application to
+    # the master, which the shard-label guard allows only the controller and shard admins.
+    release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
+                                                        "shardAdmins": {"users": [ADMIN_USER]}},
+                                           "logFormat": "text"},
+                    namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
+    return release
+
+
+def enable_shards(client: KubeClient, shards: int) -> None:
+    """`velashard addon enable vela-core-shard-manager`: its Application, pinned to the master with a proof signed
+    with the master's key (made here if the master has not made it yet)."""
+    addon = load_addon("vela-core-shard-manager")
+    signer = load_or_create_signing_key(client, SYSTEM_NAMESPACE)
+    for obj in addon.render({"nShards": shards, "deploymentName": RELEASE, "instanceName": RELEASE,
+                             "serviceAccountName": SHARD_SERVICE_ACCOUNT}):
+        upsert(client, APPLICATIONS, with_proof(obj, signer))
+
+
+class PodCredentials:
+    """A kubeconfig per ServiceAccount, holding a token from the TokenRequest API, as the kubelet projects one
+    into each pod: no controller process runs as admin."""
+
+    def __init__(self, server: APIServer, directory: str):
+        self.server, self.directory = server, directory
+        self._paths: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, pod: LocalPod) -> str:
+        with self._lock:
+            if pod.service_account not in self._paths:
+                answer = self.server.access.token_request(SYSTEM_NAMESPACE, pod.service_account, {
+                    "spec": {"expirationSeconds": TOKEN_SECONDS}})
+                doc = self.server.kubeconfig_document()
+                doc["users"] = [{"name": pod.service_account, "user": {"token": answer["status"]["token"]}}]
+                doc["contexts"][0]["context"]["user"] = pod.service_account
+                path = write_kubeconfig(os.path.join(self.directory, f"kubeconfig-{pod.service_account}"), doc)
+                self._paths[pod.service_account] = path
+            return self._paths[pod.service_account]
+
+
+def sample_app(i: int) -> dict[str, Any]:
+    return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+            "metadata": {"name": f"sample-{i}", "namespace": "default"},
+            "spec": {"components": [{"name": f"sample-{i}", "type": "webservice",
+                                     "properties": {"image": "nginx:1.25", "ports": [{"port": 80, "expose": True}]},
+                                     "traits": [{"type": "scaler", "properties": {"replicas": 1}}]}]}}
+
+
+class DevView:
+    """The live terminal view: shards, readiness, apps per shard, healthy/total, recent moves."""
+
+    def __init__(self, client: KubeClient, out: TextIO):
+        self.client = client
+        self.out = out
+        self.last: dict[str, str] = {}
+        self.moves: deque[str] = deque(maxlen=6)
+
+    def render(self) -> str:
+        pods = self.client.list(PODS, SYSTEM_NAMESPACE, label_selector=f"{labels.POD_NAME_LABEL}="
+                                                                       f"{labels.POD_NAME_VALUE}")["items"]
+        apps = self.client.list(APPLICATIONS)["items"]  # the dev view may list everything; controllers never do
+        shard_of = {f'{a["metadata"]["namespace"]}/{a["metadata"]["name"]}':
+                    (a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID, "-") for a in apps}
+        for key, shard in shard_of.items():
+            if key in self.last and self.last[key] != shard:
+                self.moves.appendleft(f"{time.strftime('%H:%M:%S')} {key}: {self.last[key]} -> {shard}")
+        self.last = shard_of
+        per_shard = Counter(shard_of.values())
+        healthy = Counter((a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID, "-") for a in apps
+                          if (a.get("status") or {}).get("status") == "running")
+        lines = [f"velashard dev — {len(apps)} applications, "
+                 f"{sum(1 for a in apps if (a.get('status') or {}).get('status') == 'running')} running",
+                 "", f"{'SHARD':<14}{'PODS READY':<12}{'APPS':<8}{'HEALTHY':<8}"]
+        shards: dict[str, list[bool]] = {}
+        for pod in pods:
+            shard = (pod["metadata"].get("labels") or {}).get(labels.SHARD_ID, "?")
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (pod.get("status") or {}).get("conditions") or [])
+            shards.setdefault(shard, []).append(ready)
+        for shard in sorted(set(shards) | {s for s in per_shard if s != "-"}):
+            states = shards.get(shard, [])
+            lines.append(f"{shard:<14}{f'{sum(states)}/{len(states)}':<12}{per_shard.get(shard, 0):<8}"
+                         f"{healthy.get(shard, 0):<8}")
+        if per_shard.get("-"):
+            lines.append(f"{'(unscheduled)':<14}{'':<12}{per_shard['-']:<8}")
+        lines += ["", "recent moves:"] + (list(self.moves) or ["  none"])
+        return "\n".join(lines)
+
+    def show(self) -> None:
+        text = self.render()
+        if self.out.isatty():
+            self.out.write("\x1b[2J\x1b[H" + text + "\n\nCtrl-C stops everything.\n")
+        else:
+            self.out.write(text + "\n\n")
+        self.out.flush()
+
+
+def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout,
+            stop: threading.Event | None = None, refresh: float = 2.0) -> int:
+    os.makedirs(directory, exist_ok=True)
+    stop = stop or threading.Event()
+    server = APIServer(port=port, simulate_workloads=True).start()
+    kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
+    client = KubeClient.from_kubeconfig(kubeconfig, shard_id="dev", component="velashard-dev", qps=200, burst=400)
+    credentials = PodCredentials(server, os.path.abspath(directory))
+    # processes.json lists the API server from the start and is rewritten whenever a process changes, so that
+    # scripts find every process as soon as it is known, not only once the live view first refreshes.
+    _write_processes(directory, server, [])
+    kubelet = LocalKubelet(server.api, os.path.abspath(kubeconfig), SYSTEM_NAMESPACE,
+                           log_dir=os.path.join(directory, "logs"), credentials=credentials,
+                           route_service=server.admission.route_service,
+                           on_change=lambda processes: _write_processes(directory, server, processes))
+    os.makedirs(kubelet.log_dir, exist_ok=True)
+    release = None
+    try:
+        install(client, definitions=False)  # the chart installs the built-in definitions, as for users
+        release = install_chart(kubeconfig)
+        if shards:
+            enable_shards(client, shards)
+        kubelet.start()
+        # Sample apps wait for the shards, so that they spread over all of them from the start.
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            running = kubelet.processes()
+            if len(running) == shards + 1 and all(p["ready"] for p in running):
+                break
+            stop.wait(0.2)
+        for i in range(apps):
+            client.create(APPLICATIONS, sample_app(i))
+        print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}", file=out, flush=True)
+        view = DevView(client, out)
+        while not stop.wait(refresh):
+            view.show()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        kubelet.stop()
+        if release is not None:
+            release.close()
+        server.stop()
+    print("velashard dev: stopped", file=out, flush=True)
+    return 0
+
+
+def _write_processes(directory: str, server: APIServer, processes: list[dict[str, Any]]) -> None:
+    """DIR/processes.json: name, pid and ports of the API server and of each pod's process (replaced atomically)."""
+    entries = [{"name": "apiserver", "pid": os.getpid(), "ports": {"api": server.port}}]
+    for proc in processes:
+        entries.append({"name": proc["name"], "pid": proc["pid"], "ports": {
+            "metrics": proc["metricsPort"], "health": proc["healthPort"], "webhook": proc["webhookPort"]},
+            "ready": proc["ready"], "restarts": proc["restarts"], "log": proc["log"]})
+    tmp = os.path.join(directory, "processes.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(entries, fh, indent=2)
+    os.replace(tmp, os.path.join(directory, "processes.json"))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import threading
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,11 +266,20 @@ def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definition
     with _RENDERED_LOCK:
         cached = _RENDERED.get(key)
     if cached is None:
-        # kept as compact JSON: a shard holds one entry per app it serves, and callers get their own copy
-        cached = json.dumps(dataclasses.asdict(_render_component(app, spec, defs, revision)), separators=(",", ":"))
+        cached = _pack(dataclasses.asdict(_render_component(app, spec, defs, revision)))
         with _RENDERED_LOCK:
             _RENDERED[key] = cached
-    return RenderedComponent(**json.loads(cached))
+    return RenderedComponent(**_unpack(cached))
+
+
+def _pack(value: Any) -> bytes:
+    """A cache entry: a shard holds one per app it serves, so compressed JSON (about a third of the JSON's
+    size, some microseconds per re-sync to read), and every caller gets its own copy."""
+    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
+
+
+def _unpack(entry: bytes) -> Any:
+    return json.loads(zlib.decompress(entry))
 
 
 def rendered_cache_info() -> tuple[int, int]:
@@ -475,10 +485,10 @@ def render_policies(app: dict[str, Any], defs: Definitions, revision: int) -> li
         with _RENDERED_LOCK:
             cached = _RENDERED.get(key)
         if cached is None:
-            cached = json.dumps(_render_policy(app, policy, definition, defs, revision), separators=(",", ":"))
+            cached = _pack(_render_policy(app, policy, definition, defs, revision))
             with _RENDERED_LOCK:
                 _RENDERED[key] = cached
-        objects.extend(json.loads(cached))
+        objects.extend(_unpack(cached))
     return objects
 
 

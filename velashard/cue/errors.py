@@ -10,7 +10,7 @@ from dataclasses import dataclass
 KINDS = ("syntax", "conflict", "incomplete", "undefined", "closed", "cycle", "limit", "eval")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # compiled programs keep one per AST node
 class Pos:
     file: str
     line: int

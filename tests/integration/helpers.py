@@ -88,3 +88,21 @@ def deployment(name: str, replicas: int = 1, image: str = "nginx:1.25") -> clien
             template=client.V1PodTemplateSpec(
                 metadata=client.V1ObjectMeta(labels=labels),
                 spec=client.V1PodSpec(containers=[client.V1Container(name="main", image=image)]))))
+
+
+def update_latest(kube: Any, res: Any, name: str, namespace: str | None, change: Callable[[dict], None],
+                  attempts: int = 10) -> dict:
+    """Read, change and write an object, again on a 409: a controller writing the object's status in between
+    moves its resourceVersion, and a stale write is refused (as kubectl edit would retry)."""
+    from velashard.kube import errors
+
+    for _ in range(attempts - 1):
+        obj = kube.get(res, name, namespace)
+        change(obj)
+        try:
+            return kube.update(res, obj)
+        except errors.Conflict:
+            time.sleep(0.05)
+    obj = kube.get(res, name, namespace)
+    change(obj)
+    return kube.update(res, obj)

@@ -16,7 +16,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, update_latest
 
 
 @pytest.fixture(scope="module")
@@ -93,10 +93,8 @@ def test_webservice_with_scaler_and_expose_lifecycle(cluster, ns):
                                                                                      ("Service", "web")}
 
     # Edit: new image, expose removed -> revision 2, Deployment updated, Service garbage-collected.
-    app = kube.get(APPLICATIONS, "demo", ns)
-    app["spec"]["components"] = [webservice(image="nginx:1.26", traits=[{"type": "scaler",
-                                                                          "properties": {"replicas": 3}}])]
-    kube.update(APPLICATIONS, app)
+    update_latest(kube, APPLICATIONS, "demo", ns, lambda app: app["spec"].update(components=[
+        webservice(image="nginx:1.26", traits=[{"type": "scaler", "properties": {"replicas": 3}}])]))
     eventually(lambda: app_status(kube, "demo", ns).get("latestRevision", {}).get("revision") == 2)
     eventually(lambda: missing(kube, SERVICES, "web", ns))
     assert kube.get(DEPLOYMENTS, "web", ns)["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26"
@@ -268,8 +266,6 @@ def test_policy_definition_outputs_are_applied_and_collected(cluster, ns):
     tracker = kube.get(RESOURCE_TRACKERS, f"withpolicy-{ns}")
     assert ("ConfigMap", "settings") in {(r["kind"], r["name"]) for r in tracker["spec"]["managedResources"]}
 
-    app = kube.get(APPLICATIONS, "withpolicy", ns)
-    app["spec"]["policies"] = []
-    kube.update(APPLICATIONS, app)
+    update_latest(kube, APPLICATIONS, "withpolicy", ns, lambda app: app["spec"].update(policies=[]))
     eventually(lambda: missing(kube, CONFIGMAPS, "settings", ns))
     assert not missing(kube, DEPLOYMENTS, "web", ns)

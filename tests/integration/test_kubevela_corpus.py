@@ -19,6 +19,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, NAMESPACES, SECRETS, SERVICEACCOUNTS,
                                       SERVICES, STATEFULSETS, Resource)
+from tests.integration.helpers import update_latest
 
 CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.yaml"))
 RESOURCES = {r.kind: r for r in (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, SECRETS, SERVICEACCOUNTS, SERVICES,
@@ -112,10 +113,9 @@ def test_resource_policies_take_effect(corpus_run):
     ns = "corpus-resource-policies"
     # apply-once on spec.replicas: a change made in the cluster (say, by an autoscaler) is left alone
     kube.patch(DEPLOYMENTS, "web", {"spec": {"replicas": 5}}, ns)
-    app = kube.get(APPLICATIONS, "resource-policies", ns)
     # garbage-collect `never` keeps the ConfigMap when its component leaves the app
-    app["spec"]["components"] = [c for c in app["spec"]["components"] if c["name"] != "settings"]
-    kube.update(APPLICATIONS, app)
+    update_latest(kube, APPLICATIONS, "resource-policies", ns, lambda app: app["spec"].update(
+        components=[c for c in app["spec"]["components"] if c["name"] != "settings"]))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         status = kube.get(APPLICATIONS, "resource-policies", ns).get("status") or {}

@@ -269,3 +269,18 @@ def test_policy_definition_outputs_are_applied_and_collected(cluster, ns):
     update_latest(kube, APPLICATIONS, "withpolicy", ns, lambda app: app["spec"].update(policies=[]))
     eventually(lambda: missing(kube, CONFIGMAPS, "settings", ns))
     assert not missing(kube, DEPLOYMENTS, "web", ns)
+
+
+def test_a_policy_object_that_cannot_be_applied_is_a_condition(cluster, ns):
+    _, kube = cluster
+    kube.create(POLICY_DEFINITIONS, {
+        "apiVersion": "core.oam.dev/v1beta1", "kind": "PolicyDefinition",
+        "metadata": {"name": "unknown-kind", "namespace": SYSTEM_NAMESPACE},
+        "spec": {"schematic": {"cue": {"template": 'output: {apiVersion: "example.com/v1", kind: "Nothing"}\n'}}}})
+    kube.create(APPLICATIONS, application("badpolicy", ns, [webservice()],
+                                          policies=[{"name": "odd", "type": "unknown-kind"}]))
+    wait_phase(kube, "badpolicy", ns, "runningWorkflow")
+    applied = eventually(lambda: next((c for c in app_status(kube, "badpolicy", ns).get("conditions") or []
+                                       if c["type"] == "PoliciesApplied"), None))
+    assert applied["status"] == "False" and applied["reason"] == "ApplyFailed"
+    assert 'policy "odd": the server has no resource for example.com/v1 Nothing' in applied["message"]

@@ -81,23 +81,20 @@ class Applier:
         except errors.NotFound:
             return None
 
-    def apply_component(self, ctx: ReconcileContext, comp: RenderedComponent) -> None:
+    def apply_component(self, ctx: ReconcileContext, comp: RenderedComponent, what: str = "component") -> None:
         """Apply a component's objects. Raises Terminal with a message for the user when one cannot be applied
-        as it is (the workflow step fails), Retry when a write lost a race."""
+        as it is (the workflow step fails), Retry when a write lost a race. `what` names it in messages."""
         for desired in comp.objects:
             try:
-                self._apply(ctx, comp, desired)
+                self._apply(ctx, comp, desired, what)
             except (errors.Conflict, errors.AlreadyExists) as err:
-                raise Retry(f'component "{comp.name}": {err.message}') from err
+                raise Retry(f'{what} "{comp.name}": {err.message}') from err
 
     def apply_policy_objects(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
-        """What policies render, applied as their component label names them (the policy's name)."""
+        """What policies render, each applied under the policy's name (its component label)."""
         for desired in objects:
             name = (desired["metadata"].get("labels") or {}).get(labels.APP_COMPONENT, "")
-            try:
-                self._apply(ctx, RenderedComponent(name, "", desired, [], [], []), desired, "policy")
-            except (errors.Conflict, errors.AlreadyExists) as err:
-                raise Retry(f'policy "{name}": {err.message}') from err
+            self.apply_component(ctx, RenderedComponent(name, "", desired, [], [], []), "policy")
 
     def _apply(self, ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any],
                what: str = "component") -> None:

@@ -238,7 +238,9 @@ class Access:
             groups = ["system:serviceaccounts", f"system:serviceaccounts:{sa[0]}"]
         if name != ANONYMOUS["username"] and AUTHENTICATED not in groups:
             groups = list(groups) + [AUTHENTICATED]
-        return {"username": name, "uid": headers.get("Impersonate-Uid") or "", "groups": list(groups)}
+        # The authenticated user rides along for the audit log (its `user`, with `impersonatedUser` beside it).
+        return {"username": name, "uid": headers.get("Impersonate-Uid") or "", "groups": list(groups),
+                "impersonator": user["username"]}
 
     def _may_impersonate(self, user: UserInfo, resource: str, namespace: str, name: str) -> None:
         attrs = Attributes(user["username"], tuple(user["groups"]), "impersonate", namespace, "", resource, "", name)

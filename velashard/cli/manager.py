@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from velashard.apis import labels
 from velashard.apis.validation import is_valid_label_value
 from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
-from velashard.core.authors import DEFAULT_GROUP_PATTERN, DEFAULT_USER, AuthConfig
+from velashard.core.authors import DEFAULT_GROUP_PATTERN, DEFAULT_USER, AuthConfig, author_of
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.core.defstatus import DefinitionChecker
@@ -255,7 +255,9 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         keys = SigningKey(client, args.namespace)
         manager.add_runnable(keys.start, keys.stop)
         background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
-                                         args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
+                                         args.reschedule_period, args.orphan_grace_period, args.reschedule_workers,
+                                         author=lambda app: client.acting_as(author_of(app, auth)) if auth.enabled
+                                         else client)
         manager.add_runnable(background.start, background.stop, background.heartbeat)
     # KubeVela serves its webhooks with --use-webhook; a sharded master serves them unless told not to.
     if args.disable_webhooks or (not args.enable_sharding and not args.use_webhook):

@@ -91,6 +91,8 @@ class Identity:
 def refusal(who: str, verb: str, path: str, server_message: str) -> str:
     """`Forbidden: <user> cannot <verb> <resource> ...`: who was refused what, from the request itself (an
     admission denial says why in the server's words, which follow)."""
+    if "cannot impersonate" in server_message:  # the controller's own role lacks impersonate: say so, not who
+        return f"Forbidden: the controller may not act as {who}: {server_message}"
     what = describe_request(verb, path)
     text = f"Forbidden: {who} cannot {what}"
     if "cannot" not in server_message:  # not RBAC: a webhook or a policy refused it; its reason matters

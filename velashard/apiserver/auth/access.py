@@ -218,9 +218,13 @@ class Access:
 
     # --- authentication and impersonation --------------------------------------------------------
 
-    def identify(self, headers: Any) -> UserInfo:
-        """The request's user, after impersonation; 401 for a bad token, 403 for a forbidden impersonation."""
-        user = self.authn.authenticate(headers.get("Authorization") or "", time.time())
+    def authenticate(self, headers: Any) -> UserInfo:
+        """Who sent the request (its bearer token); 401 for a bad one."""
+        return self.authn.authenticate(headers.get("Authorization") or "", time.time())
+
+    def impersonate(self, user: UserInfo, headers: Any) -> UserInfo:
+        """The user the request acts as: `user`, or whom its Impersonate-* headers name once `user` may
+        impersonate them (403 otherwise)."""
         name = headers.get("Impersonate-User")
         groups = headers.get_all("Impersonate-Group") or []
         if not name:

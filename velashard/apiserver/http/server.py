@@ -348,7 +348,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._annotations: dict[str, str] = {}
         path = parts.path.rstrip("/") or "/"
         try:
-            self._user = self.apiserver.access.identify(self.headers)
+            # In two steps, so that a refused impersonation is audited as its requester's.
+            self._user = self.apiserver.access.authenticate(self.headers)
+            self._user = self.apiserver.access.impersonate(self._user, self.headers)
             self._authorize_path(path)
             self._route(path)
         except errors.APIError as err:

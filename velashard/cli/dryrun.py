@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
             raise UsageError(f"a {d['kind']} has no metadata.name")
         problem = definition_problem(d)
-        if problem and problem[0] != "Unsupported":
+        if problem:
             raise UsageError(f'{d["kind"]} "{d["metadata"]["name"]}": {problem[1]}')
     defs = _definitions(args, extra)
     out = []

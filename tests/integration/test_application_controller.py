@@ -17,6 +17,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
 from velashard.workflow import operations
+from tests.workflowsteps import install_missing
 from tests.integration.helpers import eventually, update_latest
 
 
@@ -26,6 +27,7 @@ def cluster(tmp_path_factory):
     server.write_kubeconfig(str(tmp_path_factory.mktemp("app") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
     install(kube)
+    install_missing(kube)  # the workflow steps these tests use, where the catalog has none
     manager = Manager(kube, "master")
     ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))
     stop = threading.Event()

@@ -48,16 +48,24 @@ class Options:
     workflow: Settings = Settings()
 
 
+def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether status.workflow changed the way `velashard workflow` operations change it (suspend, resume,
+    terminate, restart); a run finishing, which our own writes do, is not one."""
+    before, after = old.get("status") or {}, new.get("status") or {}
+    was, now = before.get("workflow") or {}, after.get("workflow") or {}
+    return ("workflow" in before and "workflow" not in after) or was.get("suspend") != now.get("suspend") or \
+        was.get("terminated") != now.get("terminated") or (bool(was.get("finished")) and not now.get("finished"))
+
+
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
-    """Skip the events of our own status writes; resyncs (old is new) and everything else pass."""
+    """Skip the events of our own status writes; resyncs (old is new), workflow operations and everything else
+    pass."""
     if old is None or old is new:
         return True
     strip = ("resourceVersion", "managedFields")
     old_meta = {k: v for k, v in old["metadata"].items() if k not in strip}
     new_meta = {k: v for k, v in new["metadata"].items() if k not in strip}
-    resumed = ((old.get("status") or {}).get("workflow") or {}).get("suspend") != (
-        (new.get("status") or {}).get("workflow") or {}).get("suspend")
-    return old_meta != new_meta or old.get("spec") != new.get("spec") or resumed
+    return old_meta != new_meta or old.get("spec") != new.get("spec") or _operated(old, new)
 
 
 def app_key(obj: dict[str, Any]) -> list[str]:

@@ -72,8 +72,11 @@ class CueTasks:
         return []
 
     def context_of(self, step: StepSpec, session: Session) -> dict[str, Any]:
+        # velashard adds when the step first ran (stable across its re-runs): a template's clock
+        started = ph.parse_timestamp(session.previous.get("firstExecuteTime")) or session.now
         context = {**self.basic, "stepName": step.name, "stepSessionID": session.step_id,
-                   "spanID": session.step_id}
+                   "spanID": session.step_id, "stepStartTime": ph.timestamp(started),
+                   "stepStartTimestamp": int(started.timestamp())}
         if session.group:
             context["stepGroupName"] = session.group
         return context

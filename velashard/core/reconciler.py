@@ -130,28 +130,33 @@ class ApplicationReconciler:
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
                                         "revisionHash": digest}
         run = aw.run_revision(app, revision_name(ctx.name, revision))
-        due = self.restart_requested(ctx, status)
+        due, take_off = self.restart_requested(ctx, status)
         if (status.get("workflow") or {}).get("appRevision") != run or due == 0:
             # a new revision (or publishVersion), or a restart: the workflow runs anew
             for key in ("workflow", "services", "appliedResources"):
                 status.pop(key, None)
-        return self.run_workflow(ctx, status, rendered, conditions, now, run, revision, due)
+        result = self.run_workflow(ctx, status, rendered, conditions, now, run, revision, due)
+        if take_off:
+            self.take_restart_off(ctx)
+        return result
 
-    def restart_requested(self, ctx: ReconcileContext, status: dict[str, Any]) -> float | None:
-        """0 when app.oam.dev/restart-workflow asks for a restart now, seconds until it will, else None; a
-        one-time request is taken off the app (as the controller, which owns that bookkeeping)."""
+    @staticmethod
+    def restart_requested(ctx: ReconcileContext, status: dict[str, Any]) -> tuple[float | None, bool]:
+        """(0 when app.oam.dev/restart-workflow asks for a restart now, seconds until it will, else None;
+        whether to take the one-time request off the app once the restart is written)."""
         annotations = ctx.app["metadata"].get("annotations") or {}
         restart, remove, due_in = aw.restart_due(annotations.get(aw.RESTART), status.get("workflow") or {},
                                                  datetime.now(timezone.utc))
-        if remove:
-            meta = ctx.app["metadata"]
-            try:
-                self.client.patch(APPLICATIONS, meta["name"], {"metadata": {"annotations": {aw.RESTART: None}}},
-                                  meta["namespace"])
-            except errors.NotFound:
-                pass
-            log.info("workflow restart requested", extra=fields(key=ctx.key, restart=restart))
-        return 0 if restart else due_in
+        return (0 if restart else due_in), remove
+
+    def take_restart_off(self, ctx: ReconcileContext) -> None:
+        """The one-time restart request is done: off the app (as the controller, which owns that bookkeeping)."""
+        try:
+            self.client.patch(APPLICATIONS, ctx.name, {"metadata": {"annotations": {aw.RESTART: None}}},
+                              ctx.namespace)
+        except errors.NotFound:
+            return
+        log.info("workflow restarted on request", extra=fields(key=ctx.key))
 
     def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
         try:

@@ -122,8 +122,7 @@ class WorkflowRunner:
 
         delivery = StepDelivery(ctx, self.discovery, self.applier, rendered, lambda comp: self.health(ctx, comp),
                                 track, run_id, revision)
-        basic = {**app_context(ctx.app, revision, ctx.definitions.cluster_version), "name": ctx.name,
-                 "appRevision": run}
+        basic = {**app_context(ctx.app, revision, ctx.definitions.cluster_version), "name": ctx.name}
         outcome = self.engine.execute(ctx.app, workflow, previous, basic, author, delivery, self.lookup, now)
         deployed = {k: r for k, r in tracked.items() if r.get("run") == run_id}
         desired = {**desired, **{k: r for k, r in tracked.items() if not r.get("component") or r.get("run") == run_id}}

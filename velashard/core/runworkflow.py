@@ -126,26 +126,25 @@ class WorkflowRunner:
         outcome = self.engine.execute(ctx.app, workflow, previous, basic, author, delivery, self.lookup, now)
         deployed = {k: r for k, r in tracked.items() if r.get("run") == run_id}
         desired = {**desired, **{k: r for k, r in tracked.items() if not r.get("component") or r.get("run") == run_id}}
-        health, services = self._services(ctx, rendered, delivery, deployed)
+        health, services = self._services(ctx, delivery, deployed)
         if outcome.state != ph.EXECUTING:
             log.info("workflow run settled", extra=fields(key=ctx.key, state=outcome.state, run=run))
         return Pass(outcome.status, outcome.state, health, services, desired, outcome.requeue_after,
                     holder["tracker"])
 
-    def _services(self, ctx: ReconcileContext, rendered: RenderedApp, delivery: StepDelivery,
+    def _services(self, ctx: ReconcileContext, delivery: StepDelivery,
                   deployed: dict[RefKey, Ref]) -> tuple[dict[str, tuple[bool, str]], list[dict[str, Any]]]:
         """One entry per component and namespace the run deployed: fresh where a step applied it in this pass,
-        else from the default render (the app's namespace) or the live objects' own health."""
+        else by the component as written (in the app's namespace) or the live objects' own health."""
         groups: dict[tuple[str, str], list[Ref]] = {}
         for ref in deployed.values():
             groups.setdefault((ref["component"], ref.get("namespace", "")), []).append(ref)
         applied = {(i.component.name, i.namespace): i for i in delivery.instances}
-        by_name = {c.name: c for c in rendered.components}
         health: dict[str, tuple[bool, str]] = {}
         services = []
         for (name, namespace), refs in sorted(groups.items()):
             instance = applied.get((name, namespace))
-            comp = instance.component if instance is not None else by_name.get(name)
+            comp = instance.component if instance is not None else delivery.as_written(name)
             if instance is not None:
                 result = (instance.healthy, instance.message)
             elif comp is not None and namespace == ctx.namespace:

@@ -83,6 +83,18 @@ class StepDelivery:
                 raise DeliveryError(f'component "{name}": patch: {err}') from None
         return comp
 
+    def as_written(self, name: str) -> RenderedComponent | None:
+        """A component as a step applies it by name (apply-component), for its health; None when unknown or it
+        no longer renders."""
+        component = next((c for c in (self.ctx.app.get("spec") or {}).get("components") or []
+                          if c.get("name") == name), None)
+        if component is None:
+            return None
+        try:
+            return self._render(component, None, None, "")
+        except DeliveryError:
+            return None
+
     def _tag(self, objects: list[dict[str, Any]]) -> dict[RefKey, Ref]:
         return {ref_key(ref_of(o)): {**ref_of(o), "run": self.run} for o in objects}
 

@@ -307,3 +307,21 @@ def test_invalid_workflows_are_named(steps, message):
         parse_workflow({"workflow": {"steps": steps}})
     with pytest.raises(ValueError, match="workflow.mode.steps must be StepByStep or DAG"):
         parse_workflow({"workflow": {"steps": [{"type": "note"}], "mode": {"steps": "Parallel"}}})
+
+
+def test_restart_requests_wait_for_the_run_to_finish():
+    from velashard.core.appworkflow import restart_due
+    finished = {"finished": True, "endTime": "2026-01-01T00:00:00Z"}
+    running = {"finished": False}
+    assert restart_due("true", finished, T0) == (True, True, None)
+    assert restart_due("true", running, T0) == (False, False, None)
+    # a time: due once it has come, and only if the run finished before it
+    assert restart_due("2026-01-01T00:10:00Z", finished, T0) == (False, False, 600.0)
+    assert restart_due("2026-01-01T00:10:00Z", finished, T0 + timedelta(minutes=11)) == (True, True, None)
+    assert restart_due("2025-12-31T23:00:00Z", finished, T0) == (False, True, None)  # done already: dropped
+    # a duration: that long after each finish, the annotation staying
+    assert restart_due("5m", finished, T0 + timedelta(minutes=1)) == (False, False, 240.0)
+    assert restart_due("5m", finished, T0 + timedelta(minutes=6)) == (True, False, None)
+    assert restart_due("5m", running, T0) == (False, False, None)
+    assert restart_due("soon", finished, T0) == (False, False, None)
+    assert restart_due(None, finished, T0) == (False, False, None)

@@ -24,13 +24,14 @@ def run_revision(app: dict[str, Any], revision_name: str) -> str:
 
 def restart_due(annotation: str | None, workflow: dict[str, Any], now: datetime) -> tuple[bool, bool, float | None]:
     """(restart now, remove the annotation, seconds until it is due) for `app.oam.dev/restart-workflow`:
-    "true" restarts at once; an RFC3339 time once it has come and the run has finished; a Go duration that long
-    after the run finished, again and again (the annotation stays). A value that is none of these is ignored."""
+    "true" restarts as soon as the run has finished; an RFC3339 time once it has come and the run has finished
+    (after it); a Go duration that long after the run finished, again and again (the annotation stays). A run
+    still going is never cut short; a value that is none of these is ignored."""
     if not annotation:
         return False, False, None
     finished_at = ph.parse_timestamp(workflow.get("endTime")) if workflow.get("finished") else None
     if annotation == "true":
-        return True, True, None
+        return (True, True, None) if finished_at is not None else (False, False, None)
     when = _rfc3339(annotation)
     if when is not None:
         if now < when:

@@ -15,7 +15,7 @@ from velashard.core.context import ReconcileContext
 from velashard.core.rendering import RenderedApp, RenderedComponent, RenderError, render_component
 from velashard.core.tracker import Ref, RefKey, ref_key, ref_of
 from velashard.kube import errors
-from velashard.kube.controller import Terminal
+from velashard.kube.controller import Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.resources import Resource
 from velashard.patch import PatchError
@@ -105,7 +105,7 @@ class StepDelivery:
         self.track(self._tag(comp.objects))
         try:
             self.applier.apply_component(self.ctx, comp)
-        except Terminal as problem:
+        except (Terminal, Retry) as problem:  # a step error: the engine tries again after its backoff
             raise DeliveryError(str(problem)) from None
         healthy, message = self.health(comp)
         self.instances.append(Instance(comp, namespace or self.ctx.namespace, replica_key, healthy, message))
@@ -149,7 +149,7 @@ class StepDelivery:
             step = RenderedComponent(f'workflow:{obj["kind"]}/{obj["metadata"]["name"]}', "", obj, [], [], [])
             try:
                 self.applier.apply_component(self.ctx, step, "workflow step object")
-            except Terminal as problem:
+            except (Terminal, Retry) as problem:
                 raise DeliveryError(str(problem)) from None
             live.append(self.applier.live_of(self.ctx, obj) or obj)
         return live

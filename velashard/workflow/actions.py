@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from velashard.cue.api import Instance, Program
 from velashard.cue.errors import CueError
+from velashard.kube import errors
 from velashard.workflow.data import plain
 from velashard.workflow.providers import provider
 from velashard.workflow.providers.base import ActionBreak, ProviderError, Runtime
@@ -100,6 +101,10 @@ def run_actions(program: Program, data: dict[str, Any], make_runtime: MakeRuntim
             return run
         except ProviderError as err:
             raise TemplateFailure(f"action {label}: {err}") from None
+        except errors.Fenced:
+            raise  # this shard may no longer act for the app: the reconcile stops, no step fails
+        except errors.KubeError as err:  # refused (403), unreachable...: the step errs and is tried again
+            raise TemplateFailure(f"action {label}: {err.message}") from None
         if result:
             fills.append((path if found.legacy else path + (RETURNS,), result))
             instance = run.instance = program.evaluate(data, fills)

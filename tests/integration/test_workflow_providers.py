@@ -89,12 +89,12 @@ def test_request_and_webhook_steps_post_to_a_loopback_server(cluster, ns, http_s
     kube.create(SECRETS, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook"},
                           "data": {"url": base64.b64encode(http_server.url("/secret-hook").encode()).decode()}}, ns)
     kube.create(APPLICATIONS, application("calls", ns, [
-        {"name": "ask", "type": "request", "properties": {"url": http_server.url("/version"),
+        {"name": "ask", "type": "call-url", "properties": {"url": http_server.url("/version"),
                                                           "header": {"X-Team": "payments"}},
          "outputs": [{"name": "version", "valueFrom": "response.version"}]},
-        {"name": "tell", "type": "webhook", "inputs": [{"from": "version", "parameterKey": "data.release"}],
+        {"name": "tell", "type": "post-hook", "inputs": [{"from": "version", "parameterKey": "data.release"}],
          "properties": {"url": {"value": http_server.url("/hook")}, "data": {"app": "calls"}}},
-        {"name": "tell-secretly", "type": "webhook", "properties": {"url": {"secretRef": {"name": "hook",
+        {"name": "tell-secretly", "type": "post-hook", "properties": {"url": {"secretRef": {"name": "hook",
                                                                                        "key": "url"}}}}]))
     status = settled(kube, "calls", ns)
     assert status["status"] == "running", status["workflow"]
@@ -114,8 +114,8 @@ def test_a_failing_request_fails_its_step_and_an_unreachable_one_is_retried(clus
     _, kube = cluster
     http_server.answers["/broken"] = json_answer(500, {"error": "down"})
     kube.create(APPLICATIONS, application("refused", ns, [
-        {"name": "ask", "type": "request", "properties": {"url": http_server.url("/broken")}},
-        {"name": "never", "type": "request", "properties": {"url": http_server.url("/version")}}]))
+        {"name": "ask", "type": "call-url", "properties": {"url": http_server.url("/broken")}},
+        {"name": "never", "type": "call-url", "properties": {"url": http_server.url("/version")}}]))
     status = settled(kube, "refused", ns)
     steps = steps_of(status)
     assert status["status"] == "workflowFailed" and status["workflow"]["terminated"]
@@ -125,7 +125,7 @@ def test_a_failing_request_fails_its_step_and_an_unreachable_one_is_retried(clus
     closed = HTTPServer()
     closed.stop()  # a port nobody listens on
     kube.create(APPLICATIONS, application("unreachable", ns, [
-        {"name": "ask", "type": "request", "properties": {"url": closed.url("/x")}}]))
+        {"name": "ask", "type": "call-url", "properties": {"url": closed.url("/x")}}]))
     step = eventually(lambda: (steps_of(kube.get(APPLICATIONS, "unreachable", ns).get("status") or {
         "workflow": {"steps": []}}) or {}).get("ask"), timeout=20)
     assert (step["phase"], step["reason"]) == ("failed", "Execute")  # retried, with backoff
@@ -222,7 +222,7 @@ def test_check_metrics_against_a_loopback_prometheus(cluster, ns, http_server):
     _, kube = cluster
     http_server.answers["/api/v1/query"] = prometheus([0.5, 0.99])
     kube.create(APPLICATIONS, application("metrics", ns, [
-        {"name": "slo", "type": "check-metrics", "properties": {
+        {"name": "slo", "type": "watch-metric", "properties": {
             "query": 'sum(rate(ok[1m]))', "metricEndpoint": http_server.url(""), "condition": ">=0.95",
             "duration": "2s", "failDuration": "1m"}}]))
     status = settled(kube, "metrics", ns)
@@ -230,7 +230,7 @@ def test_check_metrics_against_a_loopback_prometheus(cluster, ns, http_server):
     assert "query=sum%28rate%28ok%5B1m%5D%29%29" in http_server.requests[0].path
     http_server.answers["/api/v1/query"] = prometheus([0.1])
     kube.create(APPLICATIONS, application("bad-metrics", ns, [
-        {"name": "slo", "type": "check-metrics", "properties": {
+        {"name": "slo", "type": "watch-metric", "properties": {
             "query": "up", "metricEndpoint": http_server.url(""), "condition": ">0.5", "failDuration": "2s"}}]))
     status = settled(kube, "bad-metrics", ns)
     step = steps_of(status)["slo"]
@@ -249,11 +249,11 @@ def test_config_steps_create_read_list_and_delete(cluster, ns):
     except errors.AlreadyExists:
         pass
     kube.create(APPLICATIONS, application("configs", ns, [
-        {"name": "make", "type": "create-config", "properties": {"name": "db", "template": "database",
+        {"name": "make", "type": "make-config", "properties": {"name": "db", "template": "database",
                                                                  "config": {"host": "db.local", "port": 5432}}},
-        {"name": "read", "type": "read-config", "properties": {"name": "db"},
+        {"name": "read", "type": "get-config", "properties": {"name": "db"},
          "outputs": [{"name": "host", "valueFrom": "output.config.host"}]},
-        {"name": "list", "type": "list-config", "properties": {"template": "database"},
+        {"name": "list", "type": "find-configs", "properties": {"template": "database"},
          "outputs": [{"name": "count", "valueFrom": "len(output.configs)"}]}]))
     status = settled(kube, "configs", ns)
     assert status["status"] == "running", status["workflow"]
@@ -266,7 +266,7 @@ def test_config_steps_create_read_list_and_delete(cluster, ns):
     assert secret["metadata"]["labels"]["app.oam.dev/name"] == "configs"  # applied for the app, tracked
     assert variables(kube, "configs", ns) == {"host": "db.local", "count": 1}
     kube.create(APPLICATIONS, application("unconfig", ns, [
-        {"name": "drop", "type": "delete-config", "properties": {"name": "db"}}]))
+        {"name": "drop", "type": "drop-config", "properties": {"name": "db"}}]))
     assert settled(kube, "unconfig", ns)["status"] == "running"
     with pytest.raises(errors.NotFound):
         kube.get(SECRETS, "db", ns)

@@ -22,7 +22,7 @@ spec:
       type: apply-component
       properties: {component: web}
     - name: ask
-      type: request
+      type: call-url
       properties: {url: "http://catalog.local/v1", method: POST, body: {sku: 7}}
     - name: odd
       type: nope
@@ -32,10 +32,10 @@ spec:
 def test_dry_run_prints_each_steps_actions(tmp_path: Path, capsys):
     path = tmp_path / "app.yaml"
     path.write_text(APP)
-    assert main(["dry-run", "-f", str(path), "--offline", "-d", str(HERE / "request.cue")]) == 0
+    assert main(["dry-run", "-f", str(path), "--offline", "-d", str(HERE / "call-url.cue")]) == 0
     out = capsys.readouterr().out
     steps = out.split("# Application(shop) -- WorkflowStep(")[1:]
-    assert [s.split(")", 1)[0] for s in steps] == ["web, apply-component", "ask, request", "odd, nope"]
+    assert [s.split(")", 1)[0] for s in steps] == ["web, apply-component", "ask, call-url", "odd, nope"]
     assert "- action: oam.component-apply\n  field: apply\n" in steps[0] and "image: nginx" in steps[0]
     ask = steps[1]
     assert "- action: http.do\n  field: call\n" in ask and "url: http://catalog.local/v1" in ask

@@ -169,7 +169,7 @@ def test_a_run_goes_on_after_the_controller_restarts(cluster, ns):
     server, kube, controller = cluster
     kube.create(APPLICATIONS, app("durable", ns, [
         {"name": "first", "type": "export2config", "properties": {"configName": "one", "data": {"v": "a"}},
-         "outputs": [{"name": "made", "valueFrom": "write.$returns.value.metadata.name"}]},
+         "outputs": [{"name": "made", "valueFrom": "apply.$returns.value.metadata.name"}]},
         {"name": "hold", "type": "suspend", "properties": {"duration": "4s"}},
         {"name": "last", "type": "export2config", "inputs": [{"from": "made", "parameterKey": "data.from"}],
          "properties": {"configName": "two", "data": {"v": "b"}}}]))

@@ -322,7 +322,10 @@ class _Pass:
             status = self.run_group(step, status, op)
             if not (skip or timed_out):
                 op = self.op_after_group()
-        elif not (skip or timed_out):
+        elif timed_out:
+            # KubeVela runs a timed-out step's template once more (its outputs come from it); it stays failed
+            value = self.run_task(step, dict(status, phase=ph.SUCCEEDED), _Operation())
+        elif not skip:
             value = self.run_task(step, status, op)
         if step.outputs and ph.is_finished(status["phase"], status.get("reason")):
             problems = set_outputs(step, value, status["phase"] == ph.SKIPPED, self.context)

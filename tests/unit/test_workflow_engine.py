@@ -336,3 +336,12 @@ def test_a_timed_out_step_still_gives_its_outputs():
     assert h.step(6).state == "failed"
     assert (h.of("hold")["phase"], h.of("hold")["reason"]) == ("failed", "Timeout")
     assert (h.of("next")["phase"], h.of("next")["message"]) == ("succeeded", "hold timed out")
+
+
+def test_an_input_replaces_the_property_at_its_key():
+    h = Harness([{"name": "a", "type": "note", "properties": {"text": "x"}, "outputs": [{"name": "o",
+                                                                                      "valueFrom": "echo"}]},
+                 {"name": "b", "type": "note", "properties": {"text": "as written"},
+                  "inputs": [{"from": "o", "parameterKey": "text"}]}])
+    h.step()
+    assert h.of("b")["message"] == "noted x"

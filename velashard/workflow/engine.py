@@ -25,6 +25,9 @@ from velashard.workflow.runstate import all_done, group_status, state_of, suspen
 from velashard.workflow.spec import MODE_DAG, STEP_GROUP, StepSpec, Workflow
 
 
+MIN_TIMEOUT = 1  # seconds: a timeout closer than this is checked after this long
+
+
 @dataclass
 class StepResult:
     """What running a step's template came to (KubeVela's step status and operation)."""
@@ -397,8 +400,6 @@ class _Pass:
             interval = timeout
         self.memory.next_execute = (self.memory.last_execute or self.now.timestamp()) + interval
 
-
-MIN_TIMEOUT = 1
 
 
 def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, context: WorkflowContext,

@@ -198,9 +198,11 @@ class ApplicationReconciler:
         spec = app.get("spec") or {}
         workflow = parse_workflow(spec)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
-        self.applier.use_kinds(ctx, rendered_objects)
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
+        # the kinds of what the app renders and of what its workflow applied before (kept cached meanwhile)
+        self.applier.use_kinds(ctx, rendered_objects + [{"apiVersion": r["apiVersion"], "kind": r["kind"]}
+                                                        for r in previous_refs.values()])
         # what steps applied beside components stays until the app is deleted
         desired_refs = {k: r for k, r in previous_refs.items() if not r.get("component")}
         # the default workflow deploys everything rendered: tracked before it is applied; a workflow with steps

@@ -121,7 +121,8 @@ class WorkflowRunner:
                 holder["tracker"] = self.trackers.save(ctx.app, holder["tracker"], tracked)
 
         delivery = StepDelivery(ctx, self.discovery, self.applier, rendered, lambda comp: self.health(ctx, comp),
-                                track, run_id, revision)
+                                track, run_id, revision,
+                                [{"apiVersion": r["apiVersion"], "kind": r["kind"]} for r in tracked.values()])
         basic = {**app_context(ctx.app, revision, ctx.definitions.cluster_version), "name": ctx.name}
         outcome = self.engine.execute(ctx.app, workflow, previous, basic, author, delivery, self.lookup, now)
         deployed = {k: r for k, r in tracked.items() if r.get("run") == run_id}

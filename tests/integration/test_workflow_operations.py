@@ -19,7 +19,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, NAMESPACES
 from velashard.workflow.store import context_name
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 from tests.workflowsteps import install_missing
 
 
@@ -49,6 +49,7 @@ def cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("ops") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    trust_authorless_apps(kube)
     install(kube)
     install_missing(kube)
     controller = Controller(kube)

@@ -10,11 +10,13 @@ from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.builtins import PACKAGES
 from velashard.cue.compiler import QUOTED, is_regular
-from velashard.cue.evaluator import (CTX, LIST, STRUCT, Conjunct, Data, Env, Fill, LimitExceeded, Vertex, evaluate,
-                                     first_error, ordered_keys, resolve, to_data)
+from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
+from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
+from velashard.cue.limits import CTX, LimitExceeded
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom, SourcePackage
+from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill
 
 MAX_SOURCE_BYTES = 8 << 20
 

@@ -21,7 +21,8 @@ from velashard.workflow import phases as ph
 from velashard.workflow.backoff import DEFAULTS, RunMemory, Settings, wait_interval
 from velashard.workflow.context import WorkflowContext
 from velashard.workflow.dataflow import condition_holds, input_value, inputs_view, set_outputs, with_inputs
-from velashard.workflow.runstate import all_done, group_status, state_of, suspend_wait, suspended
+from velashard.workflow.runstate import (all_done, group_status, settle, state_of, suspend_wait, suspended,
+                                         with_state)
 from velashard.workflow.spec import MODE_DAG, STEP_GROUP, StepSpec, Workflow
 
 
@@ -402,7 +403,6 @@ class _Pass:
         self.memory.next_execute = (self.memory.last_execute or self.now.timestamp()) + interval
 
 
-
 def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, context: WorkflowContext,
         memory: RunMemory, now: datetime, basic: dict[str, Any], settings: Settings = DEFAULTS) -> Outcome:
     """One pass of a workflow. `previous` is status.workflow of this run (with appRevision and, once started,
@@ -417,12 +417,12 @@ def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, contex
     status.setdefault("finished", False)
     done, succeeded = all_done(workflow, status)
     if status.get("terminated") and done:
-        return _settled(workflow, status, now)
+        return Outcome(status, settle(workflow, status, now))
     if suspended(status):
-        return Outcome(_with_state(status, ph.WF_SUSPENDING), ph.WF_SUSPENDING, suspend_wait(workflow, status,
-                                                                                               context, now))
+        state = with_state(status, ph.WF_SUSPENDING)
+        return Outcome(status, state, suspend_wait(workflow, status, context, now))
     if succeeded:
-        return _settled(workflow, status, now)
+        return Outcome(status, settle(workflow, status, now))
     if memory.next_execute is not None and now.timestamp() < memory.next_execute and \
             memory.produced == status_digest(previous):
         # nothing changed since this process last ran the steps: wait out the backoff rather than poll
@@ -431,29 +431,12 @@ def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, contex
     one.run_list(list(workflow.steps), dag=workflow.mode.steps == MODE_DAG)
     one.set_next_execute()
     state = state_of(workflow, status)
-    outcome = _settled(workflow, status, now) if state in (ph.WF_SUCCEEDED, ph.WF_FAILED, ph.WF_TERMINATED) else \
-        Outcome(_with_state(status, state), state)
+    ended = state in (ph.WF_SUCCEEDED, ph.WF_FAILED, ph.WF_TERMINATED)
+    outcome = Outcome(status, settle(workflow, status, now) if ended else with_state(status, state))
     outcome.ran = True
     if state == ph.EXECUTING:
         outcome.requeue_after = max((memory.next_execute or now.timestamp()) - now.timestamp(), 0.0)
     elif state == ph.WF_SUSPENDING:
         outcome.requeue_after = suspend_wait(workflow, status, context, now)
     return outcome
-
-
-def _with_state(status: dict[str, Any], state: str) -> dict[str, Any]:
-    status["status"] = state
-    status["message"] = ""
-    return status
-
-
-def _settled(workflow: Workflow, status: dict[str, Any], now: datetime) -> Outcome:
-    """A run that ended: finished, with its end time (KubeVela's doWorkflowFinish)."""
-    state = state_of(workflow, status)
-    if state == ph.EXECUTING:  # all steps succeeded by the status, and nothing else says otherwise
-        state = ph.WF_SUCCEEDED
-    status = _with_state(status, state)
-    status["finished"] = True
-    status.setdefault("endTime", ph.timestamp(now))
-    return Outcome(status, state)
 

@@ -95,3 +95,20 @@ def group_status(status: dict[str, Any], subs: list[dict[str, Any]], expected: i
     else:
         status["phase"] = ph.SUCCEEDED
     return status
+
+
+def with_state(status: dict[str, Any], state: str) -> str:
+    """Write the run's state into its status; the state."""
+    status["status"] = state
+    status["message"] = ""
+    return state
+
+
+def settle(workflow: Workflow, status: dict[str, Any], now: datetime) -> str:
+    """End a run: finished, with its end time (KubeVela's doWorkflowFinish); the state it ended in."""
+    state = state_of(workflow, status)
+    if state == ph.EXECUTING:  # all steps succeeded by the status, and nothing else says otherwise
+        state = ph.WF_SUCCEEDED
+    status["finished"] = True
+    status.setdefault("endTime", ph.timestamp(now))
+    return with_state(status, state)

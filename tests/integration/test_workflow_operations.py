@@ -15,6 +15,7 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.apiserver.http.server import APIServer
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
+from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, NAMESPACES
@@ -229,3 +230,23 @@ def test_rollback_to_the_version_published_before(cluster, ns):
                and workflow(kube, "pinned", ns).get("appRevision") == "alpha", timeout=20)
     restored = kube.get(APPLICATIONS, "pinned", ns)
     assert restored["spec"]["workflow"]["steps"][0]["properties"]["name"] == "verdict"
+
+
+def test_the_application_schema_takes_kubevelas_inputs_and_outputs(cluster, ns):
+    """As KubeVela's Application CRD: an output needs name and valueFrom, an input needs from, and other
+    fields of theirs (an old `fromKey`) are pruned."""
+    _, kube, _ = cluster
+    with pytest.raises(errors.Invalid) as refused:
+        kube.create(APPLICATIONS, app("no-value", ns, [{"name": "a", "type": "suspend",
+                                                         "outputs": [{"name": "x", "fromKey": "y"}]}]))
+    assert "valueFrom" in refused.value.message
+    with pytest.raises(errors.Invalid) as refused:
+        kube.create(APPLICATIONS, app("no-from", ns, [{"name": "a", "type": "suspend",
+                                                        "inputs": [{"parameterKey": "y"}]}]))
+    assert "from" in refused.value.message
+    stored = kube.create(APPLICATIONS, app("pruned", ns, [
+        {"name": "a", "type": "suspend", "outputs": [{"name": "x", "valueFrom": "context.stepName", "fromKey": "y"}]},
+        {"name": "b", "type": "suspend", "inputs": [{"from": "x", "parameterKey": "p", "other": 1}]}]))
+    steps = stored["spec"]["workflow"]["steps"]
+    assert steps[0]["outputs"] == [{"name": "x", "valueFrom": "context.stepName"}]
+    assert steps[1]["inputs"] == [{"from": "x", "parameterKey": "p"}]

@@ -299,7 +299,9 @@ def test_operations_refuse_what_does_not_apply_and_restart_from_a_failed_step():
     ([{"name": "a", "type": "note", "subSteps": [{"type": "note"}]}], "only a step-group has subSteps"),
     ([{"name": "g", "type": "step-group", "subSteps": [{"name": "i", "type": "step-group"}]}],
      "a step-group cannot be a sub-step"),
-    ([{"name": "a", "type": "note", "outputs": [{"valueFrom": "x"}]}], "each of outputs needs a name"),
+    ([{"name": "a", "type": "note", "outputs": [{"valueFrom": "x"}]}], "each of outputs needs name and valueFrom"),
+    ([{"name": "a", "type": "note", "outputs": [{"name": "x", "fromKey": "y"}]}],
+     "each of outputs needs name and valueFrom"),
     ([{"name": "a"}], 'step "a": type is required'),
 ])
 def test_invalid_workflows_are_named(steps, message):

@@ -33,6 +33,7 @@ from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import (CONFIGMAPS, DEPLOYMENTS, LEASES, MUTATING_WEBHOOKS, NAMESPACES, SECRETS,
                                       SERVICEACCOUNTS)
 from velashard.sharding.keys import SIGNING_KEY_SECRET, VERIFYING_KEY_CONFIGMAP
+from tests.workflowsteps import install_missing
 
 pytest.importorskip("helm_python", reason="helm-python-sdk is installed by the test extra")
 
@@ -173,6 +174,7 @@ def cluster(tmp_path_factory):
     admin = KubeClient.from_kubeconfig(server.write_kubeconfig(str(directory / "admin")), shard_id="test",
                                        qps=500, burst=500)
     install(admin)
+    install_missing(admin)  # the workflow steps these tests use, where the catalog has none
     for ns in (NS, OTHER):
         admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     # As the chart grants it: the default user may do nothing.

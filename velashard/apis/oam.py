@@ -29,11 +29,16 @@ _COMPONENT = {"type": "object", "required": ["name", "type"], "properties": {
     "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
     "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS,
     "traits": {"type": "array", "items": _TRAIT}}}
-_IO = {"type": "array", "items": _FREE}
+_STRING = {"type": "string"}
+# KubeVela's InputItem and OutputItem: other fields are pruned, and an output without valueFrom is refused
+_INPUTS = {"type": "array", "items": {"type": "object", "required": ["from"],
+                                      "properties": {"from": _STRING, "parameterKey": _STRING}}}
+_OUTPUTS = {"type": "array", "items": {"type": "object", "required": ["name", "valueFrom"],
+                                       "properties": {"name": _STRING, "valueFrom": _STRING}}}
 # KubeVela's WorkflowStep: a sub-step has every field but subSteps.
 _SUB_STEP = {"type": "object", "required": ["type"], "properties": {
     "name": {"type": "string"}, "type": {"type": "string"}, "properties": _FREE, "dependsOn": _STRINGS,
-    "if": {"type": "string"}, "timeout": {"type": "string"}, "inputs": _IO, "outputs": _IO, "meta": _FREE}}
+    "if": {"type": "string"}, "timeout": {"type": "string"}, "inputs": _INPUTS, "outputs": _OUTPUTS, "meta": _FREE}}
 _STEP = {"type": "object", "required": ["type"], "properties": {
     **_SUB_STEP["properties"], "subSteps": {"type": "array", "items": _SUB_STEP}}}
 _APPLICATION_SCHEMA = {"type": "object", "properties": {

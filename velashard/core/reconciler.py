@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -23,17 +24,21 @@ from velashard.core.health import component_health, definition_status, resource_
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
 from velashard.core.resourcepolicies import gc_strategy
-from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent, RenderError, render_app
+from velashard.core.rendering import (Definitions, RenderedApp, RenderedComponent, RenderError, render_app,
+                                     render_component, render_policies)
 from velashard.core.revisions import Revisions, app_hash, revision_name
-from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
-from velashard.core.stepactions import StepActions, WorkflowVariables
-from velashard.core.workflow import evaluate, now_utc, workflow_phase
-from velashard.core.workflow_spec import parse_steps, uses_variables
+from velashard.core.tracker import Trackers, managed_refs, ref_key
+from velashard.core import appworkflow as aw
+from velashard.core.runworkflow import WorkflowRunner, tracked_objects
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
 from velashard.observability import fields
+from velashard.workflow import phases as ph
+from velashard.workflow.executor import WorkflowEngine
+from velashard.workflow.spec import parse_workflow
+from velashard.workflow.templates import Lookup
 
 log = logging.getLogger("velashard.core.reconciler")
 
@@ -44,11 +49,14 @@ class ApplicationReconciler:
     def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
                  definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
-                 waiting_requeue: float, auth: AuthConfig = AuthConfig()):
+                 waiting_requeue: float, auth: AuthConfig = AuthConfig(),
+                 step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
-        self.variables = WorkflowVariables()
+        self.engine = engine or WorkflowEngine()
+        self.workflows = WorkflowRunner(discovery, applier, trackers, self.engine, step_definition, self.health,
+                                        self.trait_health)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
         self.auth = auth
 
@@ -96,8 +104,9 @@ class ApplicationReconciler:
         for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
             if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
                 self.applier.delete_managed(app, ref, ctx.author)
-        if self._keeps_variables(app):
-            self.variables.delete(ctx.author, app)
+        workflow = (app.get("status") or {}).get("workflow") or {}
+        self.engine.delete_context(ctx.author, workflow)  # its owner reference would have it collected too
+        self.engine.forget(app, workflow)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
@@ -124,7 +133,7 @@ class ApplicationReconciler:
                 f'policies of type {", ".join(unsupported)} are kept but not supported (no multi-cluster; '
                 'topology only with clusters ["local"]); they have no effect', now))
         try:
-            rendered = self.render(ctx, revision)
+            rendered, problems = self.render(ctx, revision)
         except RenderError as err:
             conditions.append(app_status.condition("Rendered", False, err.reason, str(err), now))
             self.write_status(ctx, status, "rendering", conditions)
@@ -136,39 +145,91 @@ class ApplicationReconciler:
             raise Retry(f"reading referenced objects failed: {err.message}",
                         after=None if ctx.forbidden else self.waiting_requeue) from err
         notes = [n for c in rendered.components for n in c.notes]
-        conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
+        if problems:  # a workflow with steps goes on: the step that applies such a component fails, saying why
+            conditions.append(app_status.condition("Rendered", False, problems[0].reason,
+                                                   "; ".join(str(p) for p in problems), now))
+        else:
+            conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
         if latest.get("revisionHash") != digest:
             self.revisions.record(app, revision, digest, defs.fingerprint())
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
                                         "revisionHash": digest}
-            status.pop("workflow", None)  # a new revision runs its workflow anew
-        return self.run_workflow(ctx, status, rendered, conditions, now)
+        run = aw.run_revision(app, revision_name(ctx.name, revision))
+        due, take_off = self.restart_requested(ctx, status)
+        if (status.get("workflow") or {}).get("appRevision") != run or due == 0:
+            # a new revision (or publishVersion), or a restart: the workflow runs anew
+            for key in ("workflow", "services", "appliedResources"):
+                status.pop(key, None)
+        result = self.run_workflow(ctx, status, rendered, conditions, now, run, revision, due)
+        if take_off:
+            self.take_restart_off(ctx)
+        return result
 
-    def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
+    @staticmethod
+    def restart_requested(ctx: ReconcileContext, status: dict[str, Any]) -> tuple[float | None, bool]:
+        """(0 when app.oam.dev/restart-workflow asks for a restart now, seconds until it will, else None;
+        whether to take the one-time request off the app once the restart is written)."""
+        annotations = ctx.app["metadata"].get("annotations") or {}
+        restart, remove, due_in = aw.restart_due(annotations.get(aw.RESTART), status.get("workflow") or {},
+                                                 datetime.now(timezone.utc))
+        return (0 if restart else due_in), remove
+
+    def take_restart_off(self, ctx: ReconcileContext) -> None:
+        """The one-time restart request is done: off the app (as the controller, which owns that bookkeeping)."""
         try:
-            parse_steps(ctx.app.get("spec") or {})
+            self.client.patch(APPLICATIONS, ctx.name, {"metadata": {"annotations": {aw.RESTART: None}}},
+                              ctx.namespace)
+        except errors.NotFound:
+            return
+        log.info("workflow restarted on request", extra=fields(key=ctx.key))
+
+    def render(self, ctx: ReconcileContext, revision: int) -> tuple[RenderedApp, list[RenderError]]:
+        """What the app renders to. A component that does not render stops the default workflow (RenderError);
+        in a workflow with steps it is left out, as KubeVela renders a component when a step applies it: the
+        problems are returned beside what did render."""
+        try:
+            workflow = parse_workflow(ctx.app.get("spec") or {})
         except ValueError as err:
             raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
         problem = policy_problem(ctx.app.get("spec") or {})
         if problem:
             raise RenderError("InvalidParameter", problem, "-", field="policies")
         effective = with_overrides(ctx.app)
-        rendered = render_app(effective, ctx.definitions, revision)
+        problems: list[RenderError] = []
+        try:
+            rendered = render_app(effective, ctx.definitions, revision)
+        except RenderError as err:
+            if workflow.default or err.component == "-":
+                raise
+            components = []
+            for spec in (effective.get("spec") or {}).get("components") or []:
+                try:
+                    components.append(render_component(effective, spec, ctx.definitions, revision))
+                except RenderError as failed:
+                    problems.append(failed)
+            rendered = RenderedApp(components, render_policies(effective, ctx.definitions, revision))
         resolve_ref_objects(ctx.author, self.discovery, effective, rendered, ctx.definitions, revision)
-        return rendered
+        return rendered, problems
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
-                     conditions: list[dict[str, Any]], now: str) -> Result:
+                     conditions: list[dict[str, Any]], now: str, run: str, revision: int,
+                     restart_in: float | None) -> Result:
         app = ctx.app
         spec = app.get("spec") or {}
+        workflow = parse_workflow(spec)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
-        self.applier.use_kinds(ctx, rendered_objects)
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
-        desired_refs = {ref_key(ref_of(o)): ref_of(o) for o in rendered_objects}
-        # what workflow steps applied (no component) stays until the app is deleted
-        desired_refs.update({k: r for k, r in previous_refs.items() if not r.get("component")})
-        tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        # the kinds of what the app renders and of what its workflow applied before (kept cached meanwhile)
+        self.applier.use_kinds(ctx, rendered_objects + [{"apiVersion": r["apiVersion"], "kind": r["kind"]}
+                                                        for r in previous_refs.values()])
+        # what steps applied beside components stays until the app is deleted
+        desired_refs = {k: r for k, r in previous_refs.items() if not r.get("component")}
+        # the default workflow deploys everything rendered: tracked before it is applied; a workflow with steps
+        # tracks what each step applies as it applies it
+        desired_refs.update(tracked_objects(rendered_objects if workflow.default else rendered.policy_objects))
+        tracked = {**previous_refs, **desired_refs}
+        tracker = self.trackers.save(app, tracker, tracked)
         try:
             self.applier.apply_policy_objects(ctx, rendered.policy_objects)
         except Terminal as problem:
@@ -177,50 +238,49 @@ class ApplicationReconciler:
             if ctx.forbidden:
                 raise Retry(str(problem)) from problem
             raise
-        actions = StepActions(ctx, self.discovery, self.applier, rendered.components,
-                              lambda comp: self.health(ctx, comp))
-        previous = status.get("workflow") or {}
-        steps = parse_steps(spec)
-        # Most workflows pass no values between steps: they cost no ConfigMap read.
-        variables = self.variables.read(ctx.author, app) if uses_variables(steps) else {}
-        evaluation = evaluate(app, steps, previous, variables, now_utc(), actions,
-                              (status.get("latestRevision") or {}).get("name", ""))
-        workflow = evaluation.status
-        if evaluation.variables != variables:
-            self.variables.write(ctx.author, app, evaluation.variables)
-        for obj in actions.applied_objects:
-            desired_refs[ref_key(ref_of(obj))] = ref_of(obj)
-        if actions.applied_objects:
-            tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
-        if workflow["finished"] and not any(s["phase"] == "failed" for s in workflow["steps"]):
+        previous = status.get("workflow") or {"appRevision": run}
+        moment = datetime.now(timezone.utc)
+        if workflow.default:
+            result = self.workflows.deploy_all(ctx, rendered, previous, run, tracker, desired_refs, moment)
+        else:
+            try:
+                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, tracker, tracked,
+                                                  desired_refs, revision, moment)
+            except errors.KubeError as err:
+                raise Retry(f"workflow: {err.message}", after=None if ctx.forbidden else self.waiting_requeue) \
+                    from err
+        tracker, desired_refs = result.tracker, result.desired
+        if result.state == ph.WF_SUCCEEDED:
             kept = self.applier.collect_garbage(ctx, previous_refs, desired_refs)
             self.trackers.save(app, tracker, {**kept, **desired_refs})
-        health: app_status.Health = {c.name: actions.health_of(c.name) for c in rendered.components}
-        traits = {(c.name, t): self.trait_health(ctx, c, t) for c in rendered.components for t in c.traits}
-        phase = workflow_phase(workflow, all(h for h, _ in health.values()))
-        status["workflow"] = workflow
-        status["services"] = app_status.services(rendered.components, health, traits, ctx.namespace)
+        phase = aw.app_phase(result.state, all(h for h, _ in result.health.values()))
+        status["workflow"] = result.workflow
+        status["services"] = result.services
         status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
         status["policy"] = app_status.policy_status(spec)
-        conditions.extend(app_status.workflow_conditions(workflow, health, now))
+        conditions.extend(app_status.workflow_conditions(result.workflow, result.health, now))
+        if not result.ran and not ctx.forbidden:
+            # no step ran (the run settled, or waits out its backoff): a refusal a step met stays said
+            refusal = next((c for c in (app.get("status") or {}).get("conditions") or []
+                            if c.get("type") == "Authorized" and c.get("status") == "False"), None)
+            if refusal is not None:
+                conditions.append(refusal)
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
         if ctx.forbidden:  # the status says who was refused what; try again with backoff
             raise Retry(f"the author was refused: {ctx.forbidden[0]}")
         # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
-        # health at once; every state-keep interval without); others sooner, to see progress.
+        # health at once; every state-keep interval without); others sooner, to see progress. A workflow with
+        # steps comes back when its backoff says (no sooner: a waiting step is not polled faster than that).
         settled = phase in app_status.SETTLED_PHASES
         wait = self.state_keep_interval if settled else self.waiting_requeue
-        if evaluation.requeue_after is not None:
-            wait = min(wait, max(evaluation.requeue_after, 0.05))
-        return requeue_after(wait)
-
-    @staticmethod
-    def _keeps_variables(app: dict[str, Any]) -> bool:
-        try:
-            return uses_variables(parse_steps(app.get("spec") or {}))
-        except ValueError:
-            return True  # an invalid workflow may once have been valid: look
+        if not workflow.default and result.state == ph.EXECUTING and result.requeue_after is not None:
+            wait = result.requeue_after
+        elif result.requeue_after is not None:
+            wait = min(wait, result.requeue_after)
+        if restart_in:
+            wait = min(wait, restart_in)
+        return requeue_after(max(wait, 0.05))
 
     def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
         """A trait is healthy by its definition's health policy over its outputs when it has one, else when

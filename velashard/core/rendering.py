@@ -25,14 +25,16 @@ REF_OBJECTS = "__refObjects__"
 REF_OBJECTS_TYPE = "ref-objects"  # KubeVela reads the objects this component type names itself
 
 
-def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> RenderedComponent:
-    key = component_key(app, spec, defs, revision)
-    return RenderedComponent(**cached(key, lambda: dataclasses.asdict(_render_component(app, spec, defs,
-                                                                                        revision))))
+def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int,
+                     replica_key: str = "") -> RenderedComponent:
+    """One component; `replica_key` is context.replicaKey (a replication policy's copy of it)."""
+    key = component_key(app, spec, defs, revision) + replica_key.encode()
+    return RenderedComponent(**cached(key, lambda: dataclasses.asdict(_render_component(app, spec, defs, revision,
+                                                                                        replica_key))))
 
 
 def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions,
-                      revision: int) -> RenderedComponent:
+                      revision: int, replica_key: str = "") -> RenderedComponent:
     name, ctype = spec.get("name", ""), spec.get("type", "")
     definition = defs.components.get(ctype)
     if definition is None:
@@ -40,7 +42,7 @@ def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitio
     properties = properties_of(spec.get("properties"), name)
     schematic = (definition.get("spec") or {}).get("schematic") or {}
     context = {**app_context(app, revision, defs.cluster_version), "name": name,
-               "revision": component_revision(spec)}
+               "revision": component_revision(spec), "replicaKey": replica_key}
     if spec.get("properties") is not None:
         context["parameter"] = properties
     if "kube" in schematic:

@@ -10,7 +10,7 @@ from velashard.core.tracker import Ref
 
 Health = dict[str, tuple[bool, str]]  # component name -> (healthy, message)
 TraitHealth = dict[tuple[str, str], tuple[bool, str]]  # (component, trait type) -> (healthy, message)
-SETTLED_PHASES = ("running", "workflowSuspending", "workflowFailed")
+SETTLED_PHASES = ("running", "workflowSuspending", "workflowFailed", "workflowTerminated")
 
 
 def condition(ctype: str, ok: bool, reason: str, message: str, now: str) -> dict[str, Any]:
@@ -21,23 +21,23 @@ def condition(ctype: str, ok: bool, reason: str, message: str, now: str) -> dict
 def services(components: list[RenderedComponent], health: Health, traits: TraitHealth,
              namespace: str) -> list[dict[str, Any]]:
     """status.services[] in KubeVela's shape: one entry per component, with its traits' health."""
-    out = []
-    for c in components:
-        trait_status = []
-        for t in c.traits:
-            ok, message = traits.get((c.name, t), (True, ""))
-            trait_status.append({"type": t, "healthy": ok, **({"message": message} if message else {})})
-        out.append({"name": c.name, "namespace": namespace, "cluster": "local", "healthy": health[c.name][0],
-                    "message": health[c.name][1],
-                    "workloadDefinition": {"apiVersion": c.workload.get("apiVersion", ""),
-                                           "kind": c.workload.get("kind", "")},
-                    "traits": trait_status})
-    return out
+    return [service(c, namespace, health[c.name], traits) for c in components]
+
+
+def service(c: RenderedComponent, namespace: str, health: tuple[bool, str], traits: TraitHealth) -> dict[str, Any]:
+    """One component where it was deployed, with its traits' health."""
+    trait_status = []
+    for t in c.traits:
+        ok, message = traits.get((c.name, t), (True, ""))
+        trait_status.append({"type": t, "healthy": ok, **({"message": message} if message else {})})
+    return {"name": c.name, "namespace": namespace, "cluster": "local", "healthy": health[0], "message": health[1],
+            "workloadDefinition": {"apiVersion": c.workload.get("apiVersion", ""), "kind": c.workload.get("kind", "")},
+            "traits": trait_status}
 
 
 def applied_resources(refs: list[Ref]) -> list[dict[str, Any]]:
     """status.appliedResources[] in KubeVela's shape (creator: workflow)."""
-    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait")}}
+    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait", "run")}}
             for ref in refs]
 
 
@@ -52,8 +52,10 @@ def workflow_conditions(workflow: dict[str, Any], health: Health, now: str) -> l
     failed = any(s.get("phase") == "failed" for s in workflow.get("steps") or [])
     reason = "Failed" if failed else "Suspended" if workflow.get("suspend") else \
         "Finished" if workflow.get("finished") else "Running"
-    return [condition("WorkflowFinished", bool(workflow.get("finished")) and not failed, reason,
-                      workflow.get("message", ""), now),
+    # a workflow with steps keeps its message empty, as KubeVela's does: the failed step's says what happened
+    message = workflow.get("message") or next((f'{s.get("name")}: {s.get("message", "")}'
+                                               for s in workflow.get("steps") or [] if s.get("phase") == "failed"), "")
+    return [condition("WorkflowFinished", bool(workflow.get("finished")) and not failed, reason, message, now),
             condition("Healthy", all_healthy, "Healthy" if all_healthy else "Unhealthy",
                       "; ".join(f"{n}: {m}" for n, (h, m) in sorted(health.items()) if not h), now)]
 

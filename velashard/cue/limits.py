@@ -28,6 +28,7 @@ class _Ctx(threading.local):
         self.depth = 0
         self.copying: set = set()
         self.limits = Limits
+        self.packages: dict = {}  # the evaluation's own copy of each SourcePackage it imports
 
 
 CTX = _Ctx()

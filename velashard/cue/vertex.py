@@ -40,6 +40,15 @@ class Data:
         self.obj = obj
 
 
+class Fill:
+    """Plain data unified at a path below the vertex it is added to, as KubeVela's FillPath puts an action's
+    result back into the step's value; the path holds the keys as arcs store them (hidden `_x`, `#x`)."""
+    __slots__ = ("path", "obj")
+
+    def __init__(self, path: tuple, obj: Any) -> None:
+        self.path, self.obj = path, obj
+
+
 def data_value(x: Any) -> Any:
     """A plain value as a conjunct's value: containers stay lazy, null and floats become CUE atoms."""
     t = type(x)

@@ -100,7 +100,11 @@ class Run:
         except (errors.AlreadyExists, errors.Conflict):
             pass
 
-    def place(self, examples: list[Example]) -> None:
+    def place(self, examples: list[Example], settle: float = 90) -> None:
+        """The objects every example needs first (Applications among them running, as the texts take them to
+        be), then the examples' Applications."""
+        prepared = []
+        fixtures: list[tuple[str, str]] = []
         for i, ex in enumerate(examples):
             ns = f"wf-ex-{i}"
             self.namespace(ns)
@@ -108,10 +112,23 @@ class Run:
             try:
                 for obj in objects:
                     self.create(obj)
-                self.kube.create(APPLICATIONS, app)
-                self.placed.append((ex, ns, ""))
+                prepared.append((ex, ns, app, ""))
             except Exception as err:  # a malformed example: counted as failing, with the server's answer
-                self.placed.append((ex, ns, f"refused: {err}"))
+                prepared.append((ex, ns, app, f"refused: {err}"))
+            fixtures += [(o["metadata"]["name"], o["metadata"]["namespace"]) for o in objects
+                         if o["kind"] == "Application"]
+        deadline = time.monotonic() + settle
+        while fixtures and time.monotonic() < deadline and not all(
+                (self.kube.get(APPLICATIONS, n, s).get("status") or {}).get("status") == "running"
+                for n, s in fixtures):
+            time.sleep(1)
+        for ex, ns, app, problem in prepared:
+            if not problem:
+                try:
+                    self.kube.create(APPLICATIONS, app)
+                except Exception as err:
+                    problem = f"refused: {err}"
+            self.placed.append((ex, ns, problem))
 
     def wait(self, timeout: float) -> dict[str, tuple[bool, str]]:
         """Per example: (ended as documented, why not)."""

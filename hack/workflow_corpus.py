@@ -226,6 +226,9 @@ def classify(ex: Example, builtin: set[str], custom: dict[str, dict[str, Any]]) 
             ex.reason = (f"{what} type {name} is neither one of KubeVela's built-in definitions in velashard's "
                          "catalog nor defined beside the example")
             return
+    if any(isinstance(o, dict) and not o.get("valueFrom") for s in steps_of(ex.app) for o in s.get("outputs") or []):
+        ex.reason = "an output without valueFrom (KubeVela's Application CRD requires it: KubeVela refuses it too)"
+        return
     for _, name in used:
         if name in NEEDS and name not in step_defs:
             ex.reason = f"step type {name} needs {NEEDS[name]}"

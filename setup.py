@@ -27,6 +27,8 @@ setup(
             "pytest>=8",
             "responses>=0.25",
             "hypothesis>=6.100",
+            # a real SMTP server on loopback for the workflow's email provider (tests/integration/loopback.py)
+            "aiosmtpd>=1.4",
         ],
     },
     entry_points={"console_scripts": ["velashard=velashard.cli.main:main"]},

@@ -19,6 +19,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, NAMESPACES, SECRETS, SERVICEACCOUNTS,
                                       SERVICES, STATEFULSETS, Resource)
+from tests.workflowsteps import install_missing
 from tests.integration.helpers import update_latest
 
 CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.yaml"))
@@ -44,6 +45,7 @@ def corpus_run(tmp_path_factory):
     server.write_kubeconfig(str(tmp_path_factory.mktemp("corpus") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=1000, burst=1000)
     install(kube)
+    install_missing(kube)  # the workflow steps these tests use, where the catalog has none
     manager = Manager(kube, "master")
     ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.3))
     stop = threading.Event()
@@ -136,7 +138,7 @@ def test_failures_end_the_workflow_with_kubevela_status(corpus_run):
                    "spec": {"components": [{"name": "w", "type": "worker", "properties": {"image": "busybox"}}],
                             "workflow": {"steps": [
                                 {"name": "wait", "type": "depends-on-app", "timeout": "1s",
-                                 "properties": {"name": "absent"}},
+                                 "properties": {"name": "absent", "namespace": ns}},
                                 {"name": "deploy", "type": "deploy"},
                                 {"name": "report", "type": "export2config", "if": "status.wait.timeout",
                                  "properties": {"configName": "timed-out", "data": {"step": "wait"}}}]}}}

@@ -79,9 +79,9 @@ def test_kubevela_chart_args_parse_and_the_ones_without_effect_are_named():
     assert args.log_debug and args.use_webhook and args.enable_leader_election and args.enable_sharding
     assert (args.application_re_sync_period, args.kube_api_qps, args.application_revision_limit) == (300.0, 400.0, 2)
     assert ignored_flags(args) == ["--definition-revision-limit", "--disable-caps", "--enable-cluster-gateway",
-                                   "--informer-sync-period", "--max-workflow-failed-backoff-time",
-                                   "--max-workflow-step-error-retry-times", "--max-workflow-wait-backoff-time",
-                                   "--oam-spec-ver", "--system-definition-namespace"]
+                                   "--informer-sync-period", "--oam-spec-ver", "--system-definition-namespace"]
+    assert (args.max_workflow_wait_backoff_time, args.max_workflow_failed_backoff_time,
+            args.max_workflow_step_error_retry_times) == (60, 300, 10)
     assert ignored_flags(parser.parse_args([])) == []
 
 

@@ -10,8 +10,8 @@ from velashard.core.health import definition_status, resource_health
 from velashard.core.rendering import Definitions, RenderError, render_app, rendered_cache_info
 from velashard.core.templates import template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
-from velashard.core.workflow import workflow_phase
-from velashard.core.workflow_spec import parse_steps
+from velashard.core.appworkflow import app_phase
+from velashard.workflow.spec import parse_workflow
 
 
 @pytest.fixture(scope="module")
@@ -166,15 +166,17 @@ def test_hash_and_revision_pruning():
 
 def test_workflow_planning_and_phase():
     spec = {"components": [{"name": "a"}, {"name": "b"}]}
-    assert [(s.name, s.type) for s in parse_steps(spec)] == [("deploy", "deploy")]
+    default = parse_workflow(spec)
+    assert default.default and [(s.name, s.type) for s in default.steps] == [("deploy", "deploy")]
     spec["workflow"] = {"steps": [{"type": "apply-component", "properties": {"component": "a"}},
                                   {"type": "suspend"}, {"name": "rest", "type": "deploy"}]}
-    assert [s.name for s in parse_steps(spec)] == ["apply-component-1", "suspend-2", "rest"]
-    assert workflow_phase({"finished": True}, True) == "running"
-    assert workflow_phase({"finished": True}, False) == "unhealthy"
-    assert workflow_phase({"suspend": True}, True) == "workflowSuspending"
-    assert workflow_phase({"finished": True, "steps": [{"phase": "failed"}]}, True) == "workflowFailed"
-    assert workflow_phase({}, True) == "runningWorkflow"
+    assert [s.name for s in parse_workflow(spec).steps] == ["apply-component-1", "suspend-2", "rest"]
+    assert app_phase("succeeded", True) == "running"
+    assert app_phase("succeeded", False) == "unhealthy"
+    assert app_phase("suspending", True) == "workflowSuspending"
+    assert app_phase("failed", True) == "workflowFailed"
+    assert app_phase("terminated", True) == "workflowTerminated"
+    assert app_phase("executing", True) == "runningWorkflow"
 
 
 def test_health_rules_and_cue_status_programs():

@@ -214,9 +214,20 @@ def test_definitions_whose_cue_does_not_compile_are_refused_with_line_and_column
     assert bad["response"]["allowed"] is False and bad["response"]["status"]["code"] == 422
     assert 'ComponentDefinition "d"' in bad["response"]["status"]["message"]
     assert "line 3, column 1" in bad["response"]["status"]["message"]
-    # a CUE workflow step is stored: its status says it does not run
+    # a CUE workflow step compiles with the providers' packages importable; one that does not is refused
     step = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/op"\napply: op.#Apply'))
     assert step["response"]["allowed"] is True
+    new_style = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/kube"\n'
+                                                      'read: kube.#Read & {$params: value: parameter}\n'
+                                                      'parameter: {...}\n'))
+    assert new_style["response"]["allowed"] is True
+    broken_step = validate_definition(definition_review("WorkflowStepDefinition",
+                                                        'import "vela/op"\nwait: op.#ConditionalWait & {\n'))
+    message = broken_step["response"]["status"]["message"]
+    assert broken_step["response"]["allowed"] is False and 'WorkflowStepDefinition "d"' in message
+    assert "does not compile" in message and "line 3, column 1" in message
+    odd_package = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/query"\nx: 1\n'))
+    assert 'package "vela/query" is not supported' in odd_package["response"]["status"]["message"]
     unknown_import = validate_definition(definition_review("TraitDefinition", 'import "tool/exec"\npatch: exec.Run'))
     assert unknown_import["response"]["allowed"] is False
     assert validate_definition(definition_review("Application", "x: ("))["response"]["allowed"] is True

@@ -166,7 +166,7 @@ def read_definition_files(paths: list[str]) -> list[dict[str, Any]]:
 def _vetted(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for d in definitions:
         problem = definition_problem(d)
-        if problem and problem[0] != "Unsupported":
+        if problem:
             raise UsageError(f'{d["kind"]} "{d["metadata"]["name"]}": {problem[1]}')
     return definitions
 

@@ -1,4 +1,5 @@
-"""`velashard dry-run -f app.yaml`: print the objects an Application renders to, without applying them."""
+"""`velashard dry-run -f app.yaml`: print the objects an Application renders to and what each step of its workflow
+would do, without applying anything."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import TYPES
 from velashard.core.policies import with_overrides
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
+from velashard.core.templates import app_context, plain
+from velashard.workflow.executor import plan
+from velashard.workflow.spec import parse_workflow
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,10 +49,38 @@ def _documents(path: str) -> list[dict[str, Any]]:
     return docs
 
 
-def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]]) -> Definitions:
+def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]]) -> tuple[Definitions, dict[str, Any]]:
+    """The definitions apps render with, and the workflow steps by name (those given last win)."""
     found = load_definitions(args.offline, args.kubeconfig, SYSTEM_NAMESPACE, "--offline") + extra
+    steps = {d["metadata"]["name"]: d for d in found if d["kind"] == "WorkflowStepDefinition"}
     return Definitions.from_objects(*[[d for d in found if d["kind"] == kind]
-                                      for kind in ("ComponentDefinition", "TraitDefinition", "PolicyDefinition")])
+                                      for kind in ("ComponentDefinition", "TraitDefinition", "PolicyDefinition")]), \
+        steps
+
+
+def _steps(app: dict[str, Any], steps: dict[str, Any]) -> str:
+    """What each step of an explicit workflow would do: the actions of its template, with their parameters as
+    far as they are known before anything runs (one that needs an earlier action's result says so)."""
+    meta = app["metadata"]
+    try:
+        workflow = parse_workflow(app.get("spec") or {})
+    except ValueError as err:
+        raise UsageError(f"application {meta['namespace']}/{meta['name']}: {err}")
+    if workflow.default:
+        return ""
+    basic = {**app_context(app, 1), "name": meta["name"]}
+    out = []
+    for planned in plan(app, workflow, basic, lambda kind, _ns: steps.get(kind),
+                        list((app.get("spec") or {}).get("components") or [])):
+        out.append(f"---\n# Application({meta['name']}) -- WorkflowStep({planned.name}, {planned.type})\n---\n")
+        if planned.problem:
+            out.append(f"# {planned.problem}\n\n")
+            continue
+        actions = [{"action": a.action, "field": a.where,
+                    **({"parameters": plain(a.params)} if not a.unknown else
+                       {"parameters": f"known when the step runs ({a.unknown})"})} for a in planned.actions]
+        out.append(yaml.safe_dump(actions, sort_keys=False) + "\n" if actions else "# no actions\n\n")
+    return "".join(out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
             raise UsageError(f"a {d['kind']} has no metadata.name")
         problem = definition_problem(d)
-        if problem and problem[0] != "Unsupported":
+        if problem:
             raise UsageError(f'{d["kind"]} "{d["metadata"]["name"]}": {problem[1]}')
-    defs = _definitions(args, extra)
+    defs, steps = _definitions(args, extra)
     out = []
     for app in apps:
         meta = app.get("metadata")
@@ -85,5 +117,6 @@ def run(args: argparse.Namespace) -> int:
             policy = obj["metadata"]["labels"][labels.APP_COMPONENT]
             out.append(f"---\n# Application({meta['name']}) -- Policy({policy})\n---\n")
             out.append(yaml.safe_dump(obj, sort_keys=False) + "\n")
+        out.append(_steps(app, steps))
     sys.stdout.write("".join(out))
     return 0

@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dry-run": ("velashard.cli.dryrun", "print the objects an application renders to, without applying them"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
+    "workflow": ("velashard.cli.workflow", "suspend, resume, terminate, restart, roll back an app's workflow; its logs"),
     "reschedule": ("velashard.cli.reschedule", "move an application to another shard, with its revisions and trackers"),
     "shards": ("velashard.cli.shards", "list shards: ready pods, leader, apps, heartbeat, availability"),
 }

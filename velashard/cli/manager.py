@@ -28,6 +28,7 @@ from velashard.sharding.keys import SigningKey
 from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner, default_bind_address
+from velashard.workflow.backoff import Settings as WorkflowSettings
 
 log = logging.getLogger("velashard.manager")
 
@@ -114,9 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--log-file-path", "--disable-caps", "--system-definition-namespace", "--oam-spec-ver",
                  "--storage-driver"):
         kubevela.add_argument(flag, dest=_ignored(flag), default=None, metavar="VALUE")
-    for flag in ("--log-file-max-size", "--definition-revision-limit", "--revision-limit",
-                 "--max-workflow-step-error-retry-times", "--max-workflow-wait-backoff-time",
-                 "--max-workflow-failed-backoff-time"):
+    p.add_argument("--max-workflow-wait-backoff-time", type=int, default=60, metavar="SECONDS",
+                   help="the longest a workflow waits before it runs a waiting step again (default 60)")
+    p.add_argument("--max-workflow-failed-backoff-time", type=int, default=300, metavar="SECONDS",
+                   help="the longest a workflow with a failed step waits before it runs again (default 300)")
+    p.add_argument("--max-workflow-step-error-retry-times", type=int, default=10, metavar="N",
+                   help="how often a step that errs is run again before it fails for good (default 10)")
+    for flag in ("--log-file-max-size", "--definition-revision-limit", "--revision-limit"):
         kubevela.add_argument(flag, dest=_ignored(flag), type=int, default=None, metavar="N")
     for flag in ("--enable-cluster-gateway", "--enable-cluster-metrics", "--perf-enabled",
                  "--autogen-workload-definition"):
@@ -219,7 +224,11 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      cache_managed=args.cache_managed_resources,
                                                      resync_period=args.application_re_sync_period,
                                                      assignment_key_namespace=args.namespace if args.enable_sharding
-                                                     else None))
+                                                     else None,
+                                                     workflow=WorkflowSettings(
+                                                         args.max_workflow_wait_backoff_time,
+                                                         args.max_workflow_failed_backoff_time,
+                                                         args.max_workflow_step_error_retry_times)))
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)
     if not args.enable_sharding:

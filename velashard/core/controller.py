@@ -9,8 +9,7 @@ from typing import Any
 
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
-                                RESOURCE_TRACKERS,
-                                SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
+                                RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
 from velashard.core.apply import Applier
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
@@ -26,6 +25,8 @@ from velashard.kube.transforms import compact, without
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
+from velashard.workflow.backoff import Settings
+from velashard.workflow.executor import WorkflowEngine
 
 
 @dataclass
@@ -43,18 +44,28 @@ class Options:
     # Sharded: the controller's namespace, where the master publishes the key that proves shard assignments; an
     # app whose assignment has no valid proof is handed back to the scheduler instead of run (None: no check).
     assignment_key_namespace: str | None = None
+    # --max-workflow-wait-backoff-time, --max-workflow-failed-backoff-time, --max-workflow-step-error-retry-times
+    workflow: Settings = Settings()
+
+
+def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether status.workflow changed the way `velashard workflow` operations change it (suspend, resume,
+    terminate, restart); a run finishing, which our own writes do, is not one."""
+    before, after = old.get("status") or {}, new.get("status") or {}
+    was, now = before.get("workflow") or {}, after.get("workflow") or {}
+    return ("workflow" in before and "workflow" not in after) or was.get("suspend") != now.get("suspend") or \
+        was.get("terminated") != now.get("terminated") or (bool(was.get("finished")) and not now.get("finished"))
 
 
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
-    """Skip the events of our own status writes; resyncs (old is new) and everything else pass."""
+    """Skip the events of our own status writes; resyncs (old is new), workflow operations and everything else
+    pass."""
     if old is None or old is new:
         return True
     strip = ("resourceVersion", "managedFields")
     old_meta = {k: v for k, v in old["metadata"].items() if k not in strip}
     new_meta = {k: v for k, v in new["metadata"].items() if k not in strip}
-    resumed = ((old.get("status") or {}).get("workflow") or {}).get("suspend") != (
-        (new.get("status") or {}).get("workflow") or {}).get("suspend")
-    return old_meta != new_meta or old.get("spec") != new.get("spec") or resumed
+    return old_meta != new_meta or old.get("spec") != new.get("spec") or _operated(old, new)
 
 
 def app_key(obj: dict[str, Any]) -> list[str]:
@@ -96,6 +107,8 @@ class ApplicationController:
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
+        # the templates of workflow steps, read when a step runs (a change wakes no app, as in KubeVela)
+        self.step_defs = manager.informer(WORKFLOW_STEP_DEFINITIONS)
         self.controller = Controller("application", self._reconcile, options.workers)
         self.managed: ManagedCaches | None = None
         if options.cache_managed:
@@ -110,7 +123,7 @@ class ApplicationController:
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
-            options.waiting_requeue)
+            options.waiting_requeue, self.step_definition, WorkflowEngine(options.workflow))
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:
@@ -133,6 +146,11 @@ class ApplicationController:
     def definitions(self) -> Definitions:
         return Definitions.from_objects(self.component_defs.store.list(), self.trait_defs.store.list(),
                                         self.policy_defs.store.list(), self.discovery.server_version())
+
+    def step_definition(self, step_type: str, namespace: str) -> dict[str, Any] | None:
+        """A WorkflowStepDefinition by name: the app's namespace first, then vela-system (KubeVela's order)."""
+        return self.step_defs.store.get_by(namespace, step_type) or self.step_defs.store.get_by(SYSTEM_NAMESPACE,
+                                                                                                 step_type)
 
     def reconcile(self, key: str) -> Result | None:
         return self.controller.reconcile(key)

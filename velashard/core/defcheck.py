@@ -8,10 +8,10 @@ from typing import Any
 
 from velashard.core.templates import compile_template
 from velashard.cue.errors import CueError
+from velashard.workflow.spec import STEP_GROUP
+from velashard.workflow.templates import template_problem
 
 CONDITION = "TemplateValid"
-UNSUPPORTED_STEPS = ("WorkflowStepDefinitions with a CUE schematic (KubeVela's vela/op actions) are not supported "
-                     "yet: velashard runs the built-in step types natively")
 
 
 def _cue_problem(text: Any, what: str) -> str | None:
@@ -34,7 +34,13 @@ def definition_problem(definition: dict[str, Any]) -> tuple[str, str] | None:
         return "InvalidSchematic", "spec.schematic must be an object"
     cue = schematic.get("cue")
     if kind == "WorkflowStepDefinition":
-        return ("Unsupported", UNSUPPORTED_STEPS) if cue is not None else None
+        # compiled with the providers' packages (vela/op, vela/kube, ...) importable, as the engine runs it
+        if cue is None:
+            if (definition.get("metadata") or {}).get("name") == STEP_GROUP:
+                return None  # the engine runs step-group itself
+            return "InvalidSchematic", "a WorkflowStepDefinition needs spec.schematic.cue.template"
+        problem = template_problem(cue.get("template") if isinstance(cue, dict) else None)
+        return ("TemplateError", problem) if problem else None
     if cue is not None:
         problem = _cue_problem((cue or {}).get("template") if isinstance(cue, dict) else None,
                                "spec.schematic.cue.template")

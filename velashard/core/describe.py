@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from velashard.core.templates import compile_template
+from velashard.workflow.templates import compile_step
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import LIST, STRUCT, Vertex, to_data
 from velashard.cue.export import tail_element
@@ -152,7 +153,9 @@ def parameter_tables(definition: dict[str, Any]) -> list[Table]:
     template = (schematic.get("cue") or {}).get("template")
     if template is None:
         return [Table("", ())]
-    instance = compile_template(template).evaluate({})
+    # a step's template may import the workflow providers' packages (vela/op, vela/kube, ...)
+    compile_ = compile_step if definition.get("kind") == "WorkflowStepDefinition" else compile_template
+    instance = compile_(template).evaluate({})
     value = instance.lookup("parameter")
     if type(value) is not Vertex:
         return [Table("", ())]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -24,15 +25,18 @@ from velashard.core.refobjects import resolve_ref_objects
 from velashard.core.resourcepolicies import gc_strategy
 from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent, RenderError, render_app
 from velashard.core.revisions import Revisions, app_hash, revision_name
-from velashard.core.tracker import Trackers, managed_refs, ref_key, ref_of
-from velashard.core.stepactions import StepActions, WorkflowVariables
-from velashard.core.workflow import evaluate, now_utc, workflow_phase
-from velashard.core.workflow_spec import parse_steps, uses_variables
+from velashard.core.tracker import Trackers, managed_refs, ref_key
+from velashard.core import appworkflow as aw
+from velashard.core.runworkflow import WorkflowRunner, tracked_objects
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
 from velashard.observability import fields
+from velashard.workflow import phases as ph
+from velashard.workflow.executor import WorkflowEngine
+from velashard.workflow.spec import parse_workflow
+from velashard.workflow.templates import Lookup
 
 log = logging.getLogger("velashard.core.reconciler")
 
@@ -43,12 +47,20 @@ class ApplicationReconciler:
     def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
                  definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
-                 waiting_requeue: float):
+                 waiting_requeue: float, step_definition: Lookup = lambda _type, _namespace: None,
+                 engine: WorkflowEngine | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
-        self.variables = WorkflowVariables(client)
+        self.engine = engine or WorkflowEngine()
+        self.workflows = WorkflowRunner(discovery, applier, trackers, self.engine, step_definition, self.health,
+                                        self.trait_health)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
+
+    def author(self, app: dict[str, Any]) -> KubeClient:
+        """The client that acts as the app's author for what its workflow does in the cluster (issue 30 hands
+        in an impersonating one; until then the controller's own)."""
+        return self.client
 
     def __call__(self, key: str) -> Result:
         app = self.lookup(key)
@@ -73,8 +85,9 @@ class ApplicationReconciler:
         for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
             if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
                 self.applier.delete_managed(app, ref)
-        if self._keeps_variables(app):
-            self.variables.delete(app)
+        workflow = (app.get("status") or {}).get("workflow") or {}
+        self.engine.delete_context(self.author(app), workflow)
+        self.engine.forget(app, workflow)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
@@ -116,12 +129,38 @@ class ApplicationReconciler:
             self.revisions.record(app, revision, digest, defs.fingerprint())
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
                                         "revisionHash": digest}
-            status.pop("workflow", None)  # a new revision runs its workflow anew
-        return self.run_workflow(ctx, status, rendered, conditions, now)
+        run = aw.run_revision(app, revision_name(ctx.name, revision))
+        due, take_off = self.restart_requested(ctx, status)
+        if (status.get("workflow") or {}).get("appRevision") != run or due == 0:
+            # a new revision (or publishVersion), or a restart: the workflow runs anew
+            for key in ("workflow", "services", "appliedResources"):
+                status.pop(key, None)
+        result = self.run_workflow(ctx, status, rendered, conditions, now, run, revision, due)
+        if take_off:
+            self.take_restart_off(ctx)
+        return result
+
+    @staticmethod
+    def restart_requested(ctx: ReconcileContext, status: dict[str, Any]) -> tuple[float | None, bool]:
+        """(0 when app.oam.dev/restart-workflow asks for a restart now, seconds until it will, else None;
+        whether to take the one-time request off the app once the restart is written)."""
+        annotations = ctx.app["metadata"].get("annotations") or {}
+        restart, remove, due_in = aw.restart_due(annotations.get(aw.RESTART), status.get("workflow") or {},
+                                                 datetime.now(timezone.utc))
+        return (0 if restart else due_in), remove
+
+    def take_restart_off(self, ctx: ReconcileContext) -> None:
+        """The one-time restart request is done: off the app (as the controller, which owns that bookkeeping)."""
+        try:
+            self.client.patch(APPLICATIONS, ctx.name, {"metadata": {"annotations": {aw.RESTART: None}}},
+                              ctx.namespace)
+        except errors.NotFound:
+            return
+        log.info("workflow restarted on request", extra=fields(key=ctx.key))
 
     def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
         try:
-            parse_steps(ctx.app.get("spec") or {})
+            parse_workflow(ctx.app.get("spec") or {})
         except ValueError as err:
             raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
         problem = policy_problem(ctx.app.get("spec") or {})
@@ -133,65 +172,62 @@ class ApplicationReconciler:
         return rendered
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
-                     conditions: list[dict[str, Any]], now: str) -> Result:
+                     conditions: list[dict[str, Any]], now: str, run: str, revision: int,
+                     restart_in: float | None) -> Result:
         app = ctx.app
         spec = app.get("spec") or {}
+        workflow = parse_workflow(spec)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
         self.applier.use_kinds(ctx, rendered_objects)
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
-        desired_refs = {ref_key(ref_of(o)): ref_of(o) for o in rendered_objects}
-        # what workflow steps applied (no component) stays until the app is deleted
-        desired_refs.update({k: r for k, r in previous_refs.items() if not r.get("component")})
-        tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
+        # what steps applied beside components stays until the app is deleted
+        desired_refs = {k: r for k, r in previous_refs.items() if not r.get("component")}
+        # the default workflow deploys everything rendered: tracked before it is applied; a workflow with steps
+        # tracks what each step applies as it applies it
+        desired_refs.update(tracked_objects(rendered_objects if workflow.default else rendered.policy_objects))
+        tracked = {**previous_refs, **desired_refs}
+        tracker = self.trackers.save(app, tracker, tracked)
         try:
             self.applier.apply_policy_objects(ctx, rendered.policy_objects)
         except Terminal as problem:
             conditions.append(app_status.condition("PoliciesApplied", False, "ApplyFailed", str(problem), now))
             self.write_status(ctx, status, "runningWorkflow", conditions)
             raise
-        actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
-                              lambda comp: self.health(ctx, comp))
-        previous = status.get("workflow") or {}
-        steps = parse_steps(spec)
-        # Most workflows pass no values between steps: they cost no ConfigMap read.
-        variables = self.variables.read(app) if uses_variables(steps) else {}
-        evaluation = evaluate(app, steps, previous, variables, now_utc(), actions,
-                              (status.get("latestRevision") or {}).get("name", ""))
-        workflow = evaluation.status
-        if evaluation.variables != variables:
-            self.variables.write(app, evaluation.variables)
-        for obj in actions.applied_objects:
-            desired_refs[ref_key(ref_of(obj))] = ref_of(obj)
-        if actions.applied_objects:
-            tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
-        if workflow["finished"] and not any(s["phase"] == "failed" for s in workflow["steps"]):
+        previous = status.get("workflow") or {"appRevision": run}
+        moment = datetime.now(timezone.utc)
+        if workflow.default:
+            result = self.workflows.deploy_all(ctx, rendered, previous, run, tracker, desired_refs, moment)
+        else:
+            try:
+                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, self.author(app), tracker,
+                                                  tracked, desired_refs, revision, moment)
+            except errors.KubeError as err:
+                raise Retry(f"workflow: {err.message}", after=self.waiting_requeue) from err
+        tracker, desired_refs = result.tracker, result.desired
+        if result.state == ph.WF_SUCCEEDED:
             kept = self.applier.collect_garbage(app, previous_refs, desired_refs)
             self.trackers.save(app, tracker, {**kept, **desired_refs})
-        health: app_status.Health = {c.name: actions.health_of(c.name) for c in rendered.components}
-        traits = {(c.name, t): self.trait_health(ctx, c, t) for c in rendered.components for t in c.traits}
-        phase = workflow_phase(workflow, all(h for h, _ in health.values()))
-        status["workflow"] = workflow
-        status["services"] = app_status.services(rendered.components, health, traits, ctx.namespace)
+        phase = aw.app_phase(result.state, all(h for h, _ in result.health.values()))
+        status["workflow"] = result.workflow
+        status["services"] = result.services
         status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
         status["policy"] = app_status.policy_status(spec)
-        conditions.extend(app_status.workflow_conditions(workflow, health, now))
+        conditions.extend(app_status.workflow_conditions(result.workflow, result.health, now))
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
         # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
-        # health at once; every state-keep interval without); others sooner, to see progress.
+        # health at once; every state-keep interval without); others sooner, to see progress. A workflow with
+        # steps comes back when its backoff says (no sooner: a waiting step is not polled faster than that).
         settled = phase in app_status.SETTLED_PHASES
         wait = self.state_keep_interval if settled else self.waiting_requeue
-        if evaluation.requeue_after is not None:
-            wait = min(wait, max(evaluation.requeue_after, 0.05))
-        return requeue_after(wait)
-
-    @staticmethod
-    def _keeps_variables(app: dict[str, Any]) -> bool:
-        try:
-            return uses_variables(parse_steps(app.get("spec") or {}))
-        except ValueError:
-            return True  # an invalid workflow may once have been valid: look
+        if not workflow.default and result.state == ph.EXECUTING and result.requeue_after is not None:
+            wait = result.requeue_after
+        elif result.requeue_after is not None:
+            wait = min(wait, result.requeue_after)
+        if restart_in:
+            wait = min(wait, restart_in)
+        return requeue_after(max(wait, 0.05))
 
     def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
         """A trait is healthy by its definition's health policy over its outputs when it has one, else when

@@ -261,12 +261,14 @@ def _cache_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, rev
     return hashlib.sha256(text.encode()).digest()
 
 
-def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> RenderedComponent:
-    key = _cache_key(app, spec, defs, revision)
+def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int,
+                     replica_key: str = "") -> RenderedComponent:
+    """One component; `replica_key` is context.replicaKey (a replication policy's copy of it)."""
+    key = _cache_key(app, spec, defs, revision) + replica_key.encode()
     with _RENDERED_LOCK:
         cached = _RENDERED.get(key)
     if cached is None:
-        cached = _pack(dataclasses.asdict(_render_component(app, spec, defs, revision)))
+        cached = _pack(dataclasses.asdict(_render_component(app, spec, defs, revision, replica_key)))
         with _RENDERED_LOCK:
             _RENDERED[key] = cached
     return RenderedComponent(**_unpack(cached))
@@ -287,7 +289,7 @@ def rendered_cache_info() -> tuple[int, int]:
 
 
 def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions,
-                      revision: int) -> RenderedComponent:
+                      revision: int, replica_key: str = "") -> RenderedComponent:
     name, ctype = spec.get("name", ""), spec.get("type", "")
     definition = defs.components.get(ctype)
     if definition is None:
@@ -295,7 +297,7 @@ def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitio
     properties = _properties(spec.get("properties"), name)
     schematic = (definition.get("spec") or {}).get("schematic") or {}
     context = {**app_context(app, revision, defs.cluster_version), "name": name,
-               "revision": component_revision(spec)}
+               "revision": component_revision(spec), "replicaKey": replica_key}
     if spec.get("properties") is not None:
         context["parameter"] = properties
     if "kube" in schematic:

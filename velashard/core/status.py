@@ -10,7 +10,7 @@ from velashard.core.tracker import Ref
 
 Health = dict[str, tuple[bool, str]]  # component name -> (healthy, message)
 TraitHealth = dict[tuple[str, str], tuple[bool, str]]  # (component, trait type) -> (healthy, message)
-SETTLED_PHASES = ("running", "workflowSuspending", "workflowFailed")
+SETTLED_PHASES = ("running", "workflowSuspending", "workflowFailed", "workflowTerminated")
 
 
 def condition(ctype: str, ok: bool, reason: str, message: str, now: str) -> dict[str, Any]:
@@ -21,23 +21,23 @@ def condition(ctype: str, ok: bool, reason: str, message: str, now: str) -> dict
 def services(components: list[RenderedComponent], health: Health, traits: TraitHealth,
              namespace: str) -> list[dict[str, Any]]:
     """status.services[] in KubeVela's shape: one entry per component, with its traits' health."""
-    out = []
-    for c in components:
-        trait_status = []
-        for t in c.traits:
-            ok, message = traits.get((c.name, t), (True, ""))
-            trait_status.append({"type": t, "healthy": ok, **({"message": message} if message else {})})
-        out.append({"name": c.name, "namespace": namespace, "cluster": "local", "healthy": health[c.name][0],
-                    "message": health[c.name][1],
-                    "workloadDefinition": {"apiVersion": c.workload.get("apiVersion", ""),
-                                           "kind": c.workload.get("kind", "")},
-                    "traits": trait_status})
-    return out
+    return [service(c, namespace, health[c.name], traits) for c in components]
+
+
+def service(c: RenderedComponent, namespace: str, health: tuple[bool, str], traits: TraitHealth) -> dict[str, Any]:
+    """One component where it was deployed, with its traits' health."""
+    trait_status = []
+    for t in c.traits:
+        ok, message = traits.get((c.name, t), (True, ""))
+        trait_status.append({"type": t, "healthy": ok, **({"message": message} if message else {})})
+    return {"name": c.name, "namespace": namespace, "cluster": "local", "healthy": health[0], "message": health[1],
+            "workloadDefinition": {"apiVersion": c.workload.get("apiVersion", ""), "kind": c.workload.get("kind", "")},
+            "traits": trait_status}
 
 
 def applied_resources(refs: list[Ref]) -> list[dict[str, Any]]:
     """status.appliedResources[] in KubeVela's shape (creator: workflow)."""
-    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait")}}
+    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait", "run")}}
             for ref in refs]
 
 

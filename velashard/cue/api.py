@@ -9,11 +9,11 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.compiler import QUOTED, is_regular
-from velashard.cue.evaluator import (CTX, STRUCT, Conjunct, Data, Env, LimitExceeded, Vertex, evaluate, first_error,
-                                     ordered_keys, resolve, to_data)
+from velashard.cue.evaluator import (CTX, LIST, STRUCT, Conjunct, Data, Env, Fill, LimitExceeded, Vertex, evaluate,
+                                     first_error, ordered_keys, resolve, to_data)
 from velashard.cue.export import TagTree, tag_tree
 from velashard.cue.parser import parse_expr, parse_file
-from velashard.cue.values import Bottom
+from velashard.cue.values import Bottom, SourcePackage
 
 MAX_SOURCE_BYTES = 8 << 20
 
@@ -21,20 +21,23 @@ MAX_SOURCE_BYTES = 8 << 20
 class Program:
     """Parsed and resolved CUE files: immutable, shared by every evaluation and thread."""
 
-    def __init__(self, files: list[ast.File]) -> None:
-        packages = {f.package for f in files if f.package}
-        if len(packages) > 1:
-            raise CueError(f"found packages {' and '.join(sorted(packages))} (files must share one package)",
+    def __init__(self, files: list[ast.File], packages: dict[str, SourcePackage] | None = None) -> None:
+        names = {f.package for f in files if f.package}
+        if len(names) > 1:
+            raise CueError(f"found packages {' and '.join(sorted(names))} (files must share one package)",
                            "eval")
-        Compiler(files).compile()
+        self.packages = packages or {}
+        Compiler(files, packages=self.packages).compile()
         self.files = files
         self.top: dict[str, tuple] = {}
         for f in files:
             self.top.update(f.body.names)
         self._expressions: dict[str, ast.Expr] = {}
 
-    def evaluate(self, data: dict[str, Any] | None = None) -> "Instance":
-        """Unify the program with `data` (plain values, e.g. {"parameter": {...}, "context": {...}}).
+    def evaluate(self, data: dict[str, Any] | None = None,
+                 fills: list[tuple[tuple, Any]] | tuple = ()) -> "Instance":
+        """Unify the program with `data` (plain values, e.g. {"parameter": {...}, "context": {...}}), and each
+        `(path, value)` of `fills` at its path (keys as `find_task` returns them; KubeVela's FillPath).
 
         The data is read as evaluation reaches it, not copied: leave it unchanged while the instance is used."""
         root = Vertex(None, None)
@@ -44,6 +47,8 @@ class Program:
             if not isinstance(data, dict):
                 raise CueError("data unified with a program must be a mapping", "eval")
             root.conjuncts.append(Conjunct(None, None, value=Data(data)))
+        for path, value in fills:
+            root.conjuncts.append(Conjunct(None, None, value=Fill(tuple(path), value)))
         return Instance(self, root)
 
     def expression(self, text: str) -> ast.Expr:
@@ -52,7 +57,7 @@ class Program:
             x = parse_expr(text, "<expression>")
             holder = ast.File("<expression>", None, [i for f in self.files for i in f.imports],
                               ast.StructLit([], x.pos), x.pos)
-            Compiler([], dynamic_top=True).expr(x, Scope(None, self.top, holder))
+            Compiler([], dynamic_top=True, packages=self.packages).expr(x, Scope(None, self.top, holder))
             if len(self._expressions) < 256:
                 self._expressions[text] = x
         return x
@@ -64,11 +69,13 @@ class Instance:
     def __init__(self, program: Program, root: Vertex) -> None:
         self.program = program
         self.root = root
+        self.packages: dict = {}
 
     def _run(self, fn: Any) -> Any:
         CTX.steps = 0
         CTX.depth = 0
         CTX.copying = set()
+        CTX.packages = self.packages
         try:
             return fn()
         except RecursionError:
@@ -131,6 +138,110 @@ class Instance:
         return self._run(run)
 
 
+    # --- values by path, for engines that walk a value (KubeVela's workflow actions) ---------------------------
+
+    def find_task(self, marker: str, done: set[tuple] | frozenset = frozenset()) -> tuple | None:
+        """The path of the first struct with a concrete string field `marker` (e.g. `#do`) whose path is not in
+        `done`, in KubeVela's order: fields in order, a struct's fields before the struct itself; definitions are
+        not entered, nor is plain data (which cannot hold a definition). Paths hold the keys as arcs store them."""
+        return self._run(lambda: _find(self.root, (), marker, done, 0))
+
+    def string_at(self, path: tuple) -> str | None:
+        """The concrete string at a path, else None."""
+        def run() -> str | None:
+            v = _at(self.root, path)
+            if type(v) is not Vertex:
+                return None
+            v.expand()
+            return v.scalar if type(v.scalar) is str and v.err is None else None
+        return self._run(run)
+
+    def export_at(self, path: tuple) -> Any:
+        """Plain data of the value at a path; CueError when it is missing, in error or not concrete."""
+        def run() -> Any:
+            v = _at(self.root, path)
+            if type(v) is not Vertex:
+                raise CueError("field not found", "undefined", _path_text(path))
+            return to_data(v)
+        return self._run(run)
+
+    def tags_at(self, path: tuple) -> TagTree | None:
+        """The comment tags (+patchKey, +patchStrategy) of the value at a path and the fields inside it."""
+        def run() -> TagTree | None:
+            v = _at(self.root, path)
+            return tag_tree(v) if v is not None else None
+        return self._run(run)
+
+    def error(self) -> CueError | None:
+        """The first error in the value outside definitions, hidden fields and incomplete ones (KubeVela fails a
+        step whose value has a conflict; a value still waiting for data is not an error)."""
+        def run() -> CueError | None:
+            err = first_error(self.root)
+            return err if err is not None and err.kind != "incomplete" else None
+        return self._run(run)
+
+
+def _path_text(path: tuple) -> str:
+    return ".".join(str(k).lstrip(QUOTED) for k in path)
+
+
+def _at(v: Vertex, path: tuple) -> Vertex | None:
+    for key in path:
+        v.expand()
+        arc = v.arcs.get(key)
+        if arc is None:
+            return None
+        v = arc
+    return v
+
+
+def _data_only(v: Vertex) -> bool:
+    return all(c.expr is None and type(c.value) is not Vertex and type(c.value) is not Fill for c in v.conjuncts)
+
+
+def _find(v: Vertex, path: tuple, marker: str, done: Any, depth: int) -> tuple | None:
+    if depth > 200:
+        raise LimitExceeded(f"{_path_text(path)}: the value nests more than 200 levels deep")
+    v.expand()
+    if v.err is not None or v.not_allowed is not None:
+        return None
+    if v.alts is not None:
+        defaults = [a for a, d in v.alts if d] or [a for a, _ in v.alts]
+        if len(defaults) != 1:
+            return None
+        v = defaults[0]
+        v.expand()
+    if v.kind == STRUCT:
+        for key in ordered_keys(v):
+            if type(key) is str and (key[:1] == "#" or key[:2] == "_#"):
+                continue
+            arc = v.arcs[key]
+            if not arc.regular or _data_only(arc):
+                continue
+            found = _find(arc, path + (key,), marker, done, depth + 1)
+            if found is not None:
+                return found
+        m = v.arcs.get(marker)
+        if m is not None and path not in done:
+            m.expand()
+            if type(m.scalar) is str and m.err is None:
+                return path
+    elif v.kind == LIST:
+        for key, arc in v.arcs.items():
+            if not _data_only(arc):
+                found = _find(arc, path + (key,), marker, done, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def compile_package(path: str, text: str) -> SourcePackage:
+    """A package written in CUE, importable as `path` by programs compiled with it (compile_sources' packages)."""
+    f = parse_file(text, f"{path}.cue")
+    Compiler([f]).compile()
+    return SourcePackage(path, f.body)
+
+
 def parse_sources(sources: dict[str, str]) -> list[ast.File]:
     files = []
     for name, text in sources.items():
@@ -140,9 +251,10 @@ def parse_sources(sources: dict[str, str]) -> list[ast.File]:
     return files
 
 
-def compile_sources(sources: dict[str, str]) -> Program:
-    """Parse and compile CUE sources given as {file name: text}."""
-    return Program(parse_sources(sources))
+def compile_sources(sources: dict[str, str], packages: dict[str, SourcePackage] | None = None) -> Program:
+    """Parse and compile CUE sources given as {file name: text}; `packages` adds importable packages written in
+    CUE (compile_package) to the built-in ones."""
+    return Program(parse_sources(sources), packages)
 
 
 def export_files(files: dict[str, str], expression: str | None = None, out: str = "json") -> str:

@@ -34,8 +34,11 @@ class Scope:
 
 
 class Compiler:
-    def __init__(self, files: list[ast.File], dynamic_top: bool = False) -> None:
+    def __init__(self, files: list[ast.File], dynamic_top: bool = False,
+                 packages: dict[str, object] | None = None) -> None:
         self.files = files
+        # packages written in CUE that these files may import beside the built-in ones, by import path
+        self.packages = packages or {}
         self.depth = 0
         # for expressions over an evaluated value (`cue export -e x`): a name no scope declares may
         # still be a top-level field a comprehension made
@@ -59,9 +62,10 @@ class Compiler:
             top.update(f.body.names)
         for f in self.files:
             for imp in f.imports:
-                if imp.path not in PACKAGES:
+                if imp.path not in PACKAGES and imp.path not in self.packages:
+                    known = ", ".join(sorted([*PACKAGES, *self.packages]))
                     raise CueError(f'package "{imp.path}" is not supported (the supported packages are: '
-                                   f'{", ".join(sorted(PACKAGES))})', "eval", "", (imp.pos,))
+                                   f'{known})', "eval", "", (imp.pos,))
             scope = Scope(None, top, f)
             self.struct_body(f.body, scope)
         self.check_unused()
@@ -222,7 +226,7 @@ class Compiler:
         if file is not None:
             for imp in file.imports:
                 if imp.name == name:
-                    x.depth, x.target = 0, ("import", imp.path)
+                    x.depth, x.target = 0, ("import", self.packages.get(imp.path) or imp.path)
                     return
         if name in UNIVERSE:
             x.depth, x.target = 0, ("builtin", name)

@@ -20,7 +20,8 @@ from velashard.cue import ast
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
 from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
-                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Validator, add_alt,
+                                  TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, SourcePackage,
+                                  Validator, add_alt,
                                   DECIMAL, check_validator, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
                                   make_disj, same_value, term_flags, unify_scalar, value_kind)
 
@@ -50,6 +51,7 @@ class _Ctx(threading.local):
         self.depth = 0
         self.copying: set = set()
         self.limits = Limits
+        self.packages: dict = {}  # the evaluation's own copy of each SourcePackage it imports
 
 
 CTX = _Ctx()
@@ -99,6 +101,15 @@ def data_value(x: Any) -> Any:
     if t is float:
         return Decimal(repr(x))
     return x
+
+
+class Fill:
+    """Plain data unified at a path below the vertex it is added to, as KubeVela's FillPath puts an action's
+    result back into the step's value; the path holds the keys as arcs store them (hidden `_x`, `#x`)."""
+    __slots__ = ("path", "obj")
+
+    def __init__(self, path: tuple, obj: Any) -> None:
+        self.path, self.obj = path, obj
 
 
 class Env:
@@ -391,6 +402,8 @@ class Vertex:
                 self._unify_scalar(v.scalar if v.scalar is not None else TOP, c)
         elif t is Data:
             self._add_data(v.obj, c)
+        elif t is Fill:
+            self._add_fill(v, c)
         elif t is Bottom:
             if x is not None and not v.positions:
                 v = Bottom(v.message, v.kind, (x.pos,))
@@ -403,7 +416,7 @@ class Vertex:
                 self.disjs.append((alts, c))
         elif t is Func and v.validator and v.arity == 1:
             self._unify_scalar(v, c)
-        elif t is Func or t is Package:
+        elif t is Func or t is Package or t is SourcePackage:
             self._set_err(Bottom(f"cannot use {v!r} as a value (call it)", "eval"))
         else:
             self._unify_scalar(v, c)
@@ -426,6 +439,15 @@ class Vertex:
             mine = arcs.get(key) or self.new_arc(key)
             mine.regular = True
             mine.add(Conjunct(None, None, value=data_value(x)))
+
+    def _add_fill(self, f: Fill, c: Conjunct) -> None:
+        if not f.path:
+            self._add_value(data_value(f.obj), c)
+            return
+        key = f.path[0]
+        arc = self.arcs.get(key) or self.new_arc(key)
+        arc.regular = True  # a filled optional field is a regular one, as with FillPath
+        arc.add(Conjunct(None, None, value=Fill(f.path[1:], f.obj)))
 
     def _unify_scalar(self, v: Any, c: Conjunct) -> None:
         r = unify_scalar(self.scalar, v)
@@ -956,6 +978,8 @@ def resolve(x: Any, env: Env | None) -> Any:
         if kind == "builtin":
             from velashard.cue.builtins import UNIVERSE
             return UNIVERSE[key]
+        if type(key) is SourcePackage:
+            return key
         from velashard.cue.builtins import package
         return package(key)
     if t is ast.Selector:
@@ -1017,7 +1041,24 @@ def _struct_of(b: Any, x: Any) -> Any:
     return b
 
 
+def package_field(p: SourcePackage, label: str, x: Any) -> Any:
+    """A field of a package written in CUE, from this evaluation's own copy of the package."""
+    root = CTX.packages.get(p)
+    if root is None:
+        root = Vertex(None, None)
+        root.conjuncts.append(Conjunct(p.body, None))
+        CTX.packages[p] = root
+    root.expand()
+    arc = root.arcs.get(label)
+    if arc is None or not arc.regular:
+        return Bottom(f"{p.path.split('/')[-1]}.{label.lstrip(QUOTED)} is not defined in package {p.path}", "eval",
+                      (x.pos,))
+    return arc
+
+
 def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
+    if type(b) is SourcePackage:
+        return package_field(b, label, x)
     if type(b) is Package:
         m = b.members.get(label)
         if m is None:

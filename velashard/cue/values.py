@@ -204,6 +204,18 @@ class Package:
         self.path, self.members = path, members
 
 
+class SourcePackage:
+    """A package written as a CUE file whose fields may refer to each other (KubeVela's vela/op and its kin):
+    compiled once and shared; every evaluation that imports it unifies its own copy of the file's fields."""
+    __slots__ = ("path", "body")
+
+    def __init__(self, path: str, body: Any) -> None:
+        self.path, self.body = path, body
+
+    def __repr__(self) -> str:
+        return f'package "{self.path}"'
+
+
 _regex_cache: dict[str, re.Pattern] = {}
 
 

@@ -174,8 +174,8 @@ DEFINITION_KINDS = ("ComponentDefinition", "TraitDefinition", "PolicyDefinition"
 
 
 def validate_definition(request: dict[str, Any]) -> dict[str, Any]:
-    """Refuse a definition whose CUE does not compile (the message names line and column); a schematic
-    velashard does not run yet (a CUE workflow step) is stored and says so in its status."""
+    """Refuse a definition whose CUE does not compile (the message names line and column); a workflow step's
+    template is compiled with the providers' packages (vela/op, vela/kube, ...) it may import."""
     uid = request["uid"]
     kind = request.get("kind") or {}
     if (not isinstance(kind, dict) or kind.get("group") != "core.oam.dev" or kind.get("kind") not in DEFINITION_KINDS
@@ -185,7 +185,7 @@ def validate_definition(request: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(obj, dict):
         return review_response(uid)
     problem = definition_problem({**obj, "kind": kind["kind"]})
-    if problem and problem[0] != "Unsupported":
+    if problem:
         name = (obj.get("metadata") or {}).get("name", "")
         return review_response(uid, False, code=422, message=f'{kind["kind"]} "{name}": {problem[1]}')
     return review_response(uid)

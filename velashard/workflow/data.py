@@ -1,0 +1,108 @@
+"""Plain data helpers the engine shares: CUE's exported numbers as JSON's, and paths like `value.data["a-b"]` or
+`traits[0].properties.image` (where an input goes, where a variable is) read and written in dicts and lists."""
+
+from __future__ import annotations
+
+import copy
+import re
+from decimal import Decimal
+from typing import Any
+
+_SEGMENT = re.compile(r'\s*(?:\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]|"((?:[^"\\]|\\.)*)"|([^.\[\]"\s]+))\s*')
+
+
+def plain(value: Any) -> Any:
+    """Exported CUE data as JSON data: decimals (CUE floats) become floats, bytes text."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def split_path(text: str) -> list[str | int]:
+    """`a.b[0]["c-d"]` as ["a", "b", 0, "c-d"]; ValueError when it is not such a path."""
+    parts: list[str | int] = []
+    pos, n = 0, len(text)
+    while pos < n:
+        m = _SEGMENT.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f'"{text}" is not a path like a.b[0].c')
+        index, bracketed, quoted, name = m.groups()
+        parts.append(int(index) if index is not None else bracketed if bracketed is not None else
+                     quoted if quoted is not None else name)
+        pos = m.end()
+        if pos < n:
+            if text[pos] == ".":
+                pos += 1
+                if pos == n:
+                    raise ValueError(f'"{text}" ends with a dot')
+            elif text[pos] != "[":
+                raise ValueError(f'"{text}" is not a path like a.b[0].c')
+    if not parts:
+        raise ValueError("the path is empty")
+    return parts
+
+
+def get_path(obj: Any, path: list[str | int]) -> Any:
+    """The value at a path; KeyError when there is none."""
+    for part in path:
+        if isinstance(part, int) and isinstance(obj, list) and part < len(obj):
+            obj = obj[part]
+        elif isinstance(part, str) and isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        else:
+            raise KeyError(part)
+    return obj
+
+
+def merge(into: Any, value: Any, where: str) -> Any:
+    """`value` unified into `into` the way plain data unifies: structs field by field, equal values, else a
+    conflict (ValueError naming where)."""
+    if isinstance(into, dict) and isinstance(value, dict):
+        out = dict(into)
+        for k, v in value.items():
+            out[k] = merge(out[k], v, f"{where}.{k}") if k in out else copy.deepcopy(v)
+        return out
+    if into == value:
+        return into
+    raise ValueError(f"{where}: conflicting values {_show(into)} and {_show(value)}")
+
+
+def set_path(obj: dict[str, Any], path: list[str | int], value: Any, where: str) -> None:
+    """Unify `value` into obj at path, making the structs on the way."""
+    node: Any = obj
+    for i, part in enumerate(path[:-1]):
+        nxt = path[i + 1]
+        if isinstance(part, int):
+            if not isinstance(node, list) or part >= len(node):
+                raise ValueError(f"{where}: no element {part} to set")
+            if not isinstance(node[part], (dict, list)):
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+        else:
+            if not isinstance(node, dict):
+                raise ValueError(f"{where}: {part} is not in a struct")
+            if not isinstance(node.get(part), (dict, list)):
+                if part in node and node[part] is not None:
+                    raise ValueError(f"{where}: {part} is not a struct")
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+    last = path[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list) or last >= len(node):
+            raise ValueError(f"{where}: no element {last} to set")
+        node[last] = merge(node[last], value, where) if node[last] is not None else copy.deepcopy(value)
+    else:
+        if not isinstance(node, dict):
+            raise ValueError(f"{where}: not a struct")
+        node[last] = merge(node[last], value, where) if node.get(last) is not None else copy.deepcopy(value)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

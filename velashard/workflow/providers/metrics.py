@@ -1,0 +1,126 @@
+"""vela/metrics: PromCheck, a Prometheus query compared with a condition until the result has held for
+`duration` (the check passes) or failed for `failDuration` (the check fails). It asks Prometheus' HTTP API
+(/api/v1/query) for one value; the times it started to hold or to fail are kept in the run's context."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import urllib3
+
+from velashard.cue.api import compile_sources
+from velashard.cue.errors import CueError
+from velashard.durations import go_duration
+from velashard.workflow.providers.base import Provider, ProviderError, Runtime
+
+SCHEMA = '''
+// `$returns.result` once the query's value has met the condition (e.g. ">=0.95") for `duration`; `$returns.failed`
+// once it has missed it for `failDuration`; `$returns.message` says where the check is.
+#PromCheck: {
+	#do:       "promCheck"
+	#provider: "metrics"
+	$params: {
+		query:          string
+		metricEndpoint: *"http://prometheus-server.o11y-system.svc:9090" | string
+		condition:      string
+		failDuration:   *"2m" | string
+		duration:       *"5m" | string
+	}
+	$returns?: {
+		message?: string
+		failed:   bool
+		result:   bool
+	}
+	...
+}
+'''
+
+TIMEOUT = 10.0
+
+
+def query_value(endpoint: str, query: str) -> str:
+    """The one value a query returns, as Prometheus writes it."""
+    pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=TIMEOUT))
+    url = endpoint.rstrip("/") + "/api/v1/query"
+    try:
+        response = pool.request("GET", url, fields={"query": query, "time": f"{time.time():.3f}"})
+    except (urllib3.exceptions.HTTPError, OSError) as err:
+        raise ProviderError(f"query {url}: {getattr(err, 'reason', None) or err}") from None
+    finally:
+        pool.clear()
+    try:
+        answer = json.loads(response.data or b"{}")
+    except ValueError:
+        raise ProviderError(f"query {url}: the answer is not JSON (HTTP {response.status})") from None
+    if answer.get("status") != "success":
+        raise ProviderError(f'query {url}: {answer.get("error") or f"HTTP {response.status}"}')
+    data = answer.get("data") or {}
+    result = data.get("result")
+    if data.get("resultType") == "scalar" and isinstance(result, list) and len(result) == 2:
+        return str(result[1])
+    if data.get("resultType") == "vector" and isinstance(result, list):
+        if len(result) != 1:
+            raise ProviderError(f"the query returns {len(result)} results where it should return one: review it")
+        return str((result[0].get("value") or [None, ""])[1])
+    raise ProviderError(f'the query returns a {data.get("resultType")}, not one value')
+
+
+def holds(value: str, condition: str) -> bool:
+    """`<value> <condition>` as CUE compares it (">=0.95", "==1")."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise ProviderError(f'the query result "{value}" is not a number') from None
+    try:
+        result = compile_sources({"check.cue": f"result: {number!r} {condition}\n"}).evaluate().export("result")
+    except CueError as err:
+        raise ProviderError(f'condition "{condition}": {err}') from None
+    if not isinstance(result, bool):
+        raise ProviderError(f'condition "{condition}" does not compare the value')
+    return result
+
+
+def _seconds(text: Any, what: str) -> float:
+    try:
+        return go_duration(text)
+    except ValueError:
+        raise ProviderError(f'{what} "{text}" is not a duration like 5m') from None
+
+
+def prom_check(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
+    value = query_value(str(params.get("metricEndpoint") or ""), str(params.get("query") or ""))
+    condition = str(params.get("condition") or "")
+    now = rt.now.timestamp()
+    ctx, sid = rt.context, rt.step_id
+    if holds(value, condition):
+        ctx.delete_mutable(sid, "metrics", "fail", "time")
+        since = ctx.get_mutable(sid, "metrics", "success", "time")
+        if not since:
+            ctx.set_mutable(str(int(now)), sid, "metrics", "success", "time")
+            return {"result": False, "failed": False,
+                    "message": f"The condition {condition} holds (the query returns {value}); it must hold for "
+                               f'{params.get("duration")}.'}
+        if now - int(since) >= _seconds(params.get("duration"), "duration"):
+            return {"result": True, "failed": False, "message": "The metric check has passed."}
+        return {"result": False, "failed": False,
+                "message": f"The condition {condition} has held for {int(now - int(since))}s (the query returns "
+                           f'{value}); it must hold for {params.get("duration")}.'}
+    ctx.delete_mutable(sid, "metrics", "success", "time")
+    since = ctx.get_mutable(sid, "metrics", "fail", "time")
+    if not since:
+        ctx.set_mutable(str(int(now)), sid, "metrics", "fail", "time")
+        since = str(int(now))
+    failing = now - int(since)
+    if failing >= _seconds(params.get("failDuration"), "failDuration"):
+        return {"result": False, "failed": True,
+                "message": f"The condition {condition} has not held for {int(failing)}s (the query returns {value}); "
+                           f'the check fails after {params.get("failDuration")}.'}
+    return {"result": False, "failed": False,
+            "message": f"The condition {condition} does not hold (the query returns {value}); the check fails if it "
+                       f'still does not after {params.get("failDuration")}.'}
+
+
+HANDLERS = {"promCheck": prom_check}
+PROVIDER = Provider("vela/metrics", "metrics", SCHEMA, HANDLERS)

@@ -1,0 +1,111 @@
+"""A step of any type but step-group: its template (templates.py) evaluated with the step's properties as
+`parameter` and KubeVela's workflow `context`, its actions run (actions.py), and the outcome as the step's
+status. Also KubeVela's conversion of an `apply-component` step: the component it names becomes its parameter,
+with the component's inputs, outputs and dependsOn."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable
+
+from velashard.cue.errors import CueError
+from velashard.kube.client import KubeClient
+from velashard.workflow import phases as ph
+from velashard.workflow.actions import Planned, TemplateFailure, run_actions
+from velashard.workflow.delivery import Delivery
+from velashard.workflow.engine import Session, StepResult
+from velashard.workflow.providers.base import Action, Runtime
+from velashard.workflow.spec import Input, Output, StepSpec, Workflow
+from velashard.workflow.templates import APPLY_COMPONENT_TYPE, Lookup, compile_step, template_of
+
+log = logging.getLogger("velashard.workflow")
+
+
+def convert_apply_component(step: StepSpec, components: list[dict[str, Any]]) -> StepSpec:
+    """KubeVela's StepConvertor: the component named in properties.component becomes properties.value; its
+    inputs (their parameterKey under value.properties) and outputs join the step's, its dependsOn too."""
+    if step.type != APPLY_COMPONENT_TYPE:
+        return step
+    name = step.properties.get("component")
+    comp = next((c for c in components if c.get("name") == name), None)
+    if comp is None:
+        return step  # the step fails when it runs, saying so
+    inputs = list(step.inputs)
+    for item in comp.get("inputs") or []:
+        if isinstance(item, dict) and item.get("from"):
+            key = str(item.get("parameterKey") or "").strip()
+            if key and not key.startswith("properties") and not key.startswith("traits["):
+                key = "properties." + key
+            inputs.append(Input(str(item["from"]), "value." + key if key else ""))
+    outputs = list(step.outputs)
+    for item in comp.get("outputs") or []:
+        if isinstance(item, dict) and item.get("name") and item.get("valueFrom"):
+            outputs.append(Output(str(item["name"]), str(item["valueFrom"])))
+    value = {k: v for k, v in comp.items() if k not in ("inputs", "outputs", "dependsOn")}
+    props = {"value": value, "cluster": step.properties.get("cluster") or ""}
+    if step.properties.get("namespace"):
+        props["namespace"] = step.properties["namespace"]
+    depends = tuple(step.depends_on) + tuple(d for d in comp.get("dependsOn") or [] if d not in step.depends_on)
+    return dataclasses.replace(step, properties=props, inputs=tuple(inputs), outputs=tuple(outputs),
+                               depends_on=depends)
+
+
+def convert(workflow: Workflow, components: list[dict[str, Any]]) -> Workflow:
+    """The workflow with its apply-component steps converted."""
+    steps = tuple(dataclasses.replace(convert_apply_component(s, components),
+                                      sub_steps=tuple(convert_apply_component(x, components) for x in s.sub_steps))
+                  for s in workflow.steps)
+    return dataclasses.replace(workflow, steps=steps)
+
+
+class CueTasks:
+    """The engine's TaskRunner for steps whose work is a CUE template."""
+
+    def __init__(self, app: dict[str, Any], lookup: Lookup, basic: dict[str, Any], author: KubeClient | None,
+                 delivery: Delivery | None, dry_run: bool = False):
+        self.app, self.lookup, self.basic = app, lookup, basic
+        self.author, self.delivery, self.dry_run = author, delivery, dry_run
+        self.planned: dict[str, list[Planned]] = {}
+
+    def depends_on(self, step: StepSpec) -> list[str]:
+        return []
+
+    def context_of(self, step: StepSpec, session: Session) -> dict[str, Any]:
+        # velashard adds when the step first ran (stable across its re-runs): a template's clock
+        started = ph.parse_timestamp(session.previous.get("firstExecuteTime")) or session.now
+        context = {**self.basic, "stepName": step.name, "stepSessionID": session.step_id,
+                   "spanID": session.step_id, "stepStartTime": ph.timestamp(started),
+                   "stepStartTimestamp": int(started.timestamp())}
+        if session.group:
+            context["stepGroupName"] = session.group
+        return context
+
+    def run(self, step: StepSpec, properties: dict[str, Any], session: Session) -> StepResult:
+        namespace = self.app["metadata"].get("namespace", "default")
+        text = template_of(step.type, namespace, self.lookup)
+        if text is None:
+            return StepResult(ph.FAILED, ph.EXECUTE, f'step "{step.name}": no WorkflowStepDefinition "{step.type}" '
+                                                     f"in namespace {namespace} or vela-system")
+        try:
+            program = compile_step(text, f"{step.type}.cue")
+        except CueError as err:
+            return StepResult(ph.FAILED, ph.RENDERING, f'step "{step.name}": the template of "{step.type}" does not '
+                                                       f"compile: {err}")
+        action = Action(previous_phase=str(session.previous.get("phase") or ""))
+        data = {"parameter": properties, "context": self.context_of(step, session)}
+
+        def runtime(label: str, tags: Callable[[tuple], Any]) -> Runtime:
+            return Runtime(self.app, step.name, session.step_id, step.type, session.context, action, self.author,
+                           self.delivery, session.now, session.group, label, tags, log)
+
+        try:
+            run = run_actions(program, data, runtime, self.dry_run)
+        except TemplateFailure as err:
+            return StepResult(ph.FAILED, ph.EXECUTE, f'step "{step.name}": {err}', wait=True)
+        except CueError as err:
+            return StepResult(ph.FAILED, ph.EXECUTE, f'step "{step.name}": {err}', wait=True)
+        if self.dry_run:
+            self.planned[step.name] = run.planned
+        return StepResult(action.phase, action.reason, action.message, action.wait, action.suspend,
+                          action.terminated, run.instance)

@@ -155,6 +155,13 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
     for rel, d in definitions:
         if d["metadata"]["name"] not in builtin_names:
             custom.setdefault(d["metadata"]["name"], (rel, d))
+    used = {s.get("type") for ex in examples for s in steps_of(ex.app)}
+    for name, (steps, expect) in DEFINITION_APPS.items():
+        if name in custom and name not in used:
+            rel = custom[name][0]
+            app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": f"run-{name}"},
+                   "spec": {"components": [], "workflow": {"steps": copy.deepcopy(steps)}}}
+            examples.append(Example(f"{rel}#{name} (an application made here for it)", app, expect=dict(expect)))
     for ex in examples:
         if not ex.reason:
             classify(ex, builtin_names, {n: d for n, (rel, d) in custom.items() if _beside(rel, ex.source)})
@@ -238,7 +245,7 @@ def classify(ex: Example, builtin: set[str], custom: dict[str, dict[str, Any]]) 
         return
     types = {s.get("type") for s in steps_of(ex.app)}
     ex.scope = "custom-definition" if types & step_defs else "http" if types & set(HTTP_STEPS) else "kubernetes"
-    ex.expect = dict(known.get("expect", {}))
+    ex.expect = dict(known.get("expect", ex.expect))
 
 
 # --- what the examples' texts say ------------------------------------------------------------------------
@@ -269,6 +276,23 @@ KNOWN: dict[str, dict[str, Any]] = {
                                                  "step naming a missing component fails"},
     "server-with-pvc": {"where": "apply-object.eg.md", "needs": "a component named express-serve, which it does not "
                                                                 "have (a typo: KubeVela refuses it too)"},
+}
+# Step definitions of the workflow engine's tests that come without an application (its tests build workflow runs
+# in Go): one written here per definition, with the outcome those tests check.
+_SLEEPER = {"cmd": ["sleep", "1000"], "image": "busybox"}
+DEFINITION_APPS: dict[str, tuple[list[dict[str, Any]], dict[str, str]]] = {
+    "test-apply": ([{"name": "step1", "type": "test-apply", "properties": _SLEEPER}], {}),
+    "suspend-and-deploy": ([{"name": "step1", "type": "suspend-and-deploy", "properties": _SLEEPER}], {}),
+    "multi-suspend": ([{"name": "step1", "type": "multi-suspend"}], {}),  # resumed twice
+    # a template that does not compile fails its step (after the retries); the next one is skipped
+    "failed-render": ([{"name": "step1", "type": "failed-render", "properties": _SLEEPER},
+                       {"name": "step2", "type": "test-apply", "properties": _SLEEPER}],
+                      {"step1": "failed", "step2": "skipped"}),
+    "save-process-context": ([
+        {"name": "group1", "type": "step-group", "subSteps": [
+            {"name": "step1", "type": "save-process-context", "properties": {"name": "process-context-step1"}},
+            {"name": "step2", "type": "save-process-context", "properties": {"name": "process-context-step2"}}]},
+        {"name": "step3", "type": "save-process-context", "properties": {"name": "process-context-step3"}}], {}),
 }
 # Objects the examples' texts take as existing, by application name: (where, objects).
 FIXTURES: dict[str, tuple[str, list[dict[str, Any]]]] = {
@@ -368,8 +392,8 @@ def prepare(ex: Example, namespace: str, end: Endpoints) -> tuple[dict[str, Any]
 
 
 def resumable(app: dict[str, Any], status: dict[str, Any]) -> bool:
-    """Whether the workflow waits for a person to resume it: suspended on a suspend step with neither a duration
-    nor a timeout (one with a timeout is documented to time out), or on a deploy step with auto: false."""
+    """Whether the workflow waits for a person to resume it: suspended on a step with neither a duration (it
+    resumes by itself) nor a timeout (the examples with one document that it times out)."""
     workflow = status.get("workflow") or {}
     if not workflow.get("suspend"):
         return False
@@ -379,13 +403,9 @@ def resumable(app: dict[str, Any], status: dict[str, Any]) -> bool:
             if s.get("phase") != "suspending":
                 continue
             spec = specs.get(s.get("name")) or {}
-            props = spec.get("properties") or {}
-            if spec.get("timeout"):
+            if spec.get("timeout") or (spec.get("properties") or {}).get("duration"):
                 return False
-            if spec.get("type") == "suspend" and not props.get("duration"):
-                return True
-            if spec.get("type") == "deploy" and props.get("auto") is False:
-                return True
+            return True
     return False
 
 

@@ -182,3 +182,24 @@ def test_a_run_goes_on_after_the_controller_restarts(cluster, ns):
     reads = [r for r in server.audit.since(seq)["items"] if r["resource"] == "configmaps"
              and r["name"] == context_name("durable") and r["verb"] == "get"]
     assert len(reads) == 1, reads  # once, then this process knows the version it wrote
+
+
+def test_a_waiting_step_polls_no_faster_than_kubevelas_backoff(cluster, ns):
+    server, kube, _ = cluster
+    seq = server.audit.since(1 << 62)["lastSeq"]
+    kube.create(APPLICATIONS, app("patient", ns, [{"name": "gate", "type": "wait-for-config",
+                                                   "properties": {"name": "absent"}}]))
+    eventually(lambda: step(kube, "patient", ns, "gate").get("reason") == "Wait", timeout=20)
+    started = time.monotonic()
+    for i in range(6):  # meanwhile the app is woken by events of its own: they must not make it poll
+        kube.patch(APPLICATIONS, "patient", {"metadata": {"labels": {"poke": str(i)}}}, ns)
+        time.sleep(2)
+    elapsed = time.monotonic() - started
+    records = server.audit.since(seq)["items"]
+    polls = [r["time"] for r in records if r["resource"] == "configmaps" and r["name"] == "absent"]
+    # KubeVela's backoff: 1 s for the first tries, then 3 s, 6 s, 12 s...: at most one poll per second early on
+    gaps = [b - a for a, b in zip(polls, polls[1:])]
+    assert len(polls) >= 4 and len(polls) <= elapsed + 2 and all(g > 0.9 for g in gaps), gaps
+    writes = [r for r in records if r["resource"] == "applications" and r["subresource"] == "status"
+              and r["verb"] in ("update", "patch")]
+    assert len(writes) <= 3, writes  # the waiting step's unchanged status is not written again per poll

@@ -312,3 +312,18 @@ def test_deploy_steps_place_override_and_replicate_components(cluster, ns):
     assert all(s["healthy"] for s in status["services"])
     with pytest.raises(errors.NotFound):
         kube.get(DEPLOYMENTS, "web", ns)  # nothing went to the app's own namespace
+
+
+def test_a_component_that_does_not_render_fails_only_its_step(cluster, ns, http_server):
+    _, kube = cluster
+    broken = {"name": "broken", "type": "k8s-objects", "properties": {"objects": [{"err": "no kind"}]}}
+    kube.create(APPLICATIONS, application("partly", ns, [
+        {"name": "apply-broken", "type": "apply-component", "properties": {"component": "broken"}},
+        {"name": "tell", "type": "call-url", "if": "always", "properties": {"url": http_server.url("/after")}}],
+        [broken]))
+    step = eventually(lambda: (lambda s: s if s and s.get("reason") == "Execute" else None)(steps_of(
+        kube.get(APPLICATIONS, "partly", ns).get("status") or {"workflow": {"steps": []}}).get("apply-broken")),
+        timeout=20)
+    assert step["message"].startswith('step "apply-broken": action apply (oam.component-apply): component "broken"')
+    rendered = next(c for c in kube.get(APPLICATIONS, "partly", ns)["status"]["conditions"] if c["type"] == "Rendered")
+    assert rendered["status"] == "False" and 'component "broken"' in rendered["message"]

@@ -105,6 +105,8 @@ def test_least_privilege_rbac():
         return {r for rule in role["rules"] for r in rule["resources"]}
 
     assert "pods" not in resources(app_role) and "mutatingwebhookconfigurations" not in resources(app_role)
+    # every shard reads the workflow steps' definitions (its Application controller watches them)
+    assert "workflowstepdefinitions" in resources(app_role)
     assert {"pods", "mutatingwebhookconfigurations", "validatingwebhookconfigurations"} <= resources(master_role)
     master_binding = find(docs, "ClusterRoleBinding", "kubevela-velashard-master")
     assert [s["name"] for s in master_binding["subjects"]] == ["kubevela-velashard"]  # slaves do not get it

@@ -299,7 +299,7 @@ def test_operations_refuse_what_does_not_apply_and_restart_from_a_failed_step():
     ([{"name": "a", "type": "note", "subSteps": [{"type": "note"}]}], "only a step-group has subSteps"),
     ([{"name": "g", "type": "step-group", "subSteps": [{"name": "i", "type": "step-group"}]}],
      "a step-group cannot be a sub-step"),
-    ([{"name": "a", "type": "note", "outputs": [{"name": "x"}]}], "each of outputs needs name and valueFrom"),
+    ([{"name": "a", "type": "note", "outputs": [{"valueFrom": "x"}]}], "each of outputs needs a name"),
     ([{"name": "a"}], 'step "a": type is required'),
 ])
 def test_invalid_workflows_are_named(steps, message):
@@ -325,3 +325,23 @@ def test_restart_requests_wait_for_the_run_to_finish():
     assert restart_due("5m", running, T0) == (False, False, None)
     assert restart_due("soon", finished, T0) == (False, False, None)
     assert restart_due(None, finished, T0) == (False, False, None)
+
+
+def test_a_timed_out_step_still_gives_its_outputs():
+    h = Harness([{"name": "hold", "type": "suspend", "timeout": "5s",
+                  "outputs": [{"name": "said", "valueFrom": 'context.stepName + " timed out"'}]},
+                 {"name": "next", "type": "note", "inputs": [{"from": "said", "parameterKey": "text"}],
+                  "if": 'inputs.said == "hold timed out"'}])
+    h.step()
+    assert h.step(6).state == "failed"
+    assert (h.of("hold")["phase"], h.of("hold")["reason"]) == ("failed", "Timeout")
+    assert (h.of("next")["phase"], h.of("next")["message"]) == ("succeeded", "hold timed out")
+
+
+def test_an_input_replaces_the_property_at_its_key():
+    h = Harness([{"name": "a", "type": "note", "properties": {"text": "x"}, "outputs": [{"name": "o",
+                                                                                      "valueFrom": "echo"}]},
+                 {"name": "b", "type": "note", "properties": {"text": "as written"},
+                  "inputs": [{"from": "o", "parameterKey": "text"}]}])
+    h.step()
+    assert h.of("b")["message"] == "noted x"

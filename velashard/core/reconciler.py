@@ -23,7 +23,8 @@ from velashard.core.health import component_health, definition_status, resource_
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
 from velashard.core.resourcepolicies import gc_strategy
-from velashard.core.rendering import Definitions, RenderedApp, RenderedComponent, RenderError, render_app
+from velashard.core.rendering import (Definitions, RenderedApp, RenderedComponent, RenderError, render_app,
+                                     render_component, render_policies)
 from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, managed_refs, ref_key
 from velashard.core import appworkflow as aw
@@ -114,7 +115,7 @@ class ApplicationReconciler:
                 f'policies of type {", ".join(unsupported)} are kept but not supported (no multi-cluster; '
                 'topology only with clusters ["local"]); they have no effect', now))
         try:
-            rendered = self.render(ctx, revision)
+            rendered, problems = self.render(ctx, revision)
         except RenderError as err:
             conditions.append(app_status.condition("Rendered", False, err.reason, str(err), now))
             self.write_status(ctx, status, "rendering", conditions)
@@ -124,7 +125,11 @@ class ApplicationReconciler:
             self.write_status(ctx, status, "rendering", conditions)
             raise Retry(f"reading referenced objects failed: {err.message}", after=self.waiting_requeue) from err
         notes = [n for c in rendered.components for n in c.notes]
-        conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
+        if problems:  # a workflow with steps goes on: the step that applies such a component fails, saying why
+            conditions.append(app_status.condition("Rendered", False, problems[0].reason,
+                                                   "; ".join(str(p) for p in problems), now))
+        else:
+            conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
         if latest.get("revisionHash") != digest:
             self.revisions.record(app, revision, digest, defs.fingerprint())
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
@@ -158,18 +163,33 @@ class ApplicationReconciler:
             return
         log.info("workflow restarted on request", extra=fields(key=ctx.key))
 
-    def render(self, ctx: ReconcileContext, revision: int) -> RenderedApp:
+    def render(self, ctx: ReconcileContext, revision: int) -> tuple[RenderedApp, list[RenderError]]:
+        """What the app renders to. A component that does not render stops the default workflow (RenderError);
+        in a workflow with steps it is left out, as KubeVela renders a component when a step applies it: the
+        problems are returned beside what did render."""
         try:
-            parse_workflow(ctx.app.get("spec") or {})
+            workflow = parse_workflow(ctx.app.get("spec") or {})
         except ValueError as err:
             raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
         problem = policy_problem(ctx.app.get("spec") or {})
         if problem:
             raise RenderError("InvalidParameter", problem, "-", field="policies")
         effective = with_overrides(ctx.app)
-        rendered = render_app(effective, ctx.definitions, revision)
+        problems: list[RenderError] = []
+        try:
+            rendered = render_app(effective, ctx.definitions, revision)
+        except RenderError as err:
+            if workflow.default or err.component == "-":
+                raise
+            components = []
+            for spec in (effective.get("spec") or {}).get("components") or []:
+                try:
+                    components.append(render_component(effective, spec, ctx.definitions, revision))
+                except RenderError as failed:
+                    problems.append(failed)
+            rendered = RenderedApp(components, render_policies(effective, ctx.definitions, revision))
         resolve_ref_objects(self.client, self.discovery, effective, rendered, ctx.definitions, revision)
-        return rendered
+        return rendered, problems
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
                      conditions: list[dict[str, Any]], now: str, run: str, revision: int,

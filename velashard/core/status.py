@@ -52,8 +52,10 @@ def workflow_conditions(workflow: dict[str, Any], health: Health, now: str) -> l
     failed = any(s.get("phase") == "failed" for s in workflow.get("steps") or [])
     reason = "Failed" if failed else "Suspended" if workflow.get("suspend") else \
         "Finished" if workflow.get("finished") else "Running"
-    return [condition("WorkflowFinished", bool(workflow.get("finished")) and not failed, reason,
-                      workflow.get("message", ""), now),
+    # a workflow with steps keeps its message empty, as KubeVela's does: the failed step's says what happened
+    message = workflow.get("message") or next((f'{s.get("name")}: {s.get("message", "")}'
+                                               for s in workflow.get("steps") or [] if s.get("phase") == "failed"), "")
+    return [condition("WorkflowFinished", bool(workflow.get("finished")) and not failed, reason, message, now),
             condition("Healthy", all_healthy, "Healthy" if all_healthy else "Unhealthy",
                       "; ".join(f"{n}: {m}" for n, (h, m) in sorted(health.items()) if not h), now)]
 

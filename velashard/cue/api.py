@@ -8,6 +8,7 @@ from velashard.cue import ast
 from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
+from velashard.cue.builtins import PACKAGES
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.evaluator import (CTX, LIST, STRUCT, Conjunct, Data, Env, Fill, LimitExceeded, Vertex, evaluate,
                                      first_error, ordered_keys, resolve, to_data)
@@ -52,11 +53,24 @@ class Program:
         return Instance(self, root)
 
     def expression(self, text: str) -> ast.Expr:
+        """An expression over the top-level fields; it may start with imports of its own (a script:
+        `import "strconv"` then the expression), as KubeVela's outputs' valueFrom may."""
         x = self._expressions.get(text)
         if x is None:
-            x = parse_expr(text, "<expression>")
-            holder = ast.File("<expression>", None, [i for f in self.files for i in f.imports],
-                              ast.StructLit([], x.pos), x.pos)
+            imports = [i for f in self.files for i in f.imports]
+            if text.lstrip().startswith("import"):
+                script = parse_file(text, "<expression>")
+                embeds = [d for d in script.body.decls if type(d) is ast.Embed]
+                if len(embeds) != 1 or len(script.body.decls) != 1:
+                    raise CueError("a script must be imports and one expression", "syntax")
+                x = embeds[0].x
+                imports += script.imports
+                for imp in script.imports:
+                    if imp.path not in PACKAGES and imp.path not in self.packages:
+                        raise CueError(f'package "{imp.path}" is not supported', "eval", "", (imp.pos,))
+            else:
+                x = parse_expr(text, "<expression>")
+            holder = ast.File("<expression>", None, imports, ast.StructLit([], x.pos), x.pos)
             Compiler([], dynamic_top=True, packages=self.packages).expr(x, Scope(None, self.top, holder))
             if len(self._expressions) < 256:
                 self._expressions[text] = x

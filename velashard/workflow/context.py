@@ -50,11 +50,6 @@ class WorkflowContext:
             node[path[-1]] = copy.deepcopy(value)
             self.modified = True
 
-    def delete_vars(self, names: list[str]) -> None:
-        for name in names:
-            if self.vars.pop(name, None) is not None:
-                self.modified = True
-
     # --- mutable values (KubeVela's keys are dotted: "<step id>.resumeTimeStamp") ---------------------------
 
     def get_mutable(self, *parts: str) -> str:

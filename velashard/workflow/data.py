@@ -60,21 +60,9 @@ def get_path(obj: Any, path: list[str | int]) -> Any:
     return obj
 
 
-def merge(into: Any, value: Any, where: str) -> Any:
-    """`value` unified into `into` the way plain data unifies: structs field by field, equal values, else a
-    conflict (ValueError naming where)."""
-    if isinstance(into, dict) and isinstance(value, dict):
-        out = dict(into)
-        for k, v in value.items():
-            out[k] = merge(out[k], v, f"{where}.{k}") if k in out else copy.deepcopy(v)
-        return out
-    if into == value:
-        return into
-    raise ValueError(f"{where}: conflicting values {_show(into)} and {_show(value)}")
-
-
 def set_path(obj: dict[str, Any], path: list[str | int], value: Any, where: str) -> None:
-    """Unify `value` into obj at path, making the structs on the way."""
+    """Put `value` into obj at path, in place of what is there (as KubeVela's inputs replace a property),
+    making the structs on the way."""
     node: Any = obj
     for i, part in enumerate(path[:-1]):
         nxt = path[i + 1]
@@ -96,13 +84,9 @@ def set_path(obj: dict[str, Any], path: list[str | int], value: Any, where: str)
     if isinstance(last, int):
         if not isinstance(node, list) or last >= len(node):
             raise ValueError(f"{where}: no element {last} to set")
-        node[last] = merge(node[last], value, where) if node[last] is not None else copy.deepcopy(value)
+        node[last] = copy.deepcopy(value)
     else:
         if not isinstance(node, dict):
             raise ValueError(f"{where}: not a struct")
-        node[last] = merge(node[last], value, where) if node.get(last) is not None else copy.deepcopy(value)
+        node[last] = copy.deepcopy(value)
 
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

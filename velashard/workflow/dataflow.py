@@ -101,6 +101,8 @@ def _lookup(value: StepValue, expression: str) -> Any:
 def output_value(value: StepValue, value_from: str) -> Any:
     """An output's value, with KubeVela's fallbacks for templates whose providers return under `$returns`
     (`output.value` finds `output.$returns.value`); CueError when none holds."""
+    if not value_from.strip():
+        raise CueError("valueFrom is empty", "undefined")
     try:
         return _lookup(value, value_from)
     except CueError as first:

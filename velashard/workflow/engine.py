@@ -25,6 +25,9 @@ from velashard.workflow.runstate import all_done, group_status, state_of, suspen
 from velashard.workflow.spec import MODE_DAG, STEP_GROUP, StepSpec, Workflow
 
 
+MIN_TIMEOUT = 1  # seconds: a timeout closer than this is checked after this long
+
+
 @dataclass
 class StepResult:
     """What running a step's template came to (KubeVela's step status and operation)."""
@@ -322,7 +325,10 @@ class _Pass:
             status = self.run_group(step, status, op)
             if not (skip or timed_out):
                 op = self.op_after_group()
-        elif not (skip or timed_out):
+        elif timed_out:
+            # KubeVela runs a timed-out step's template once more (its outputs come from it); it stays failed
+            value = self.run_task(step, dict(status, phase=ph.SUCCEEDED), _Operation())
+        elif not skip:
             value = self.run_task(step, status, op)
         if step.outputs and ph.is_finished(status["phase"], status.get("reason")):
             problems = set_outputs(step, value, status["phase"] == ph.SKIPPED, self.context)
@@ -394,8 +400,6 @@ class _Pass:
             interval = timeout
         self.memory.next_execute = (self.memory.last_execute or self.now.timestamp()) + interval
 
-
-MIN_TIMEOUT = 1
 
 
 def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, context: WorkflowContext,

@@ -95,9 +95,11 @@ def _io(items: Any, key: str, here: str) -> tuple:
                 raise ValueError(f"{here}: each of inputs needs from")
             out.append(Input(item["from"], str(item.get("parameterKey") or "")))
         else:
-            if not item.get("name") or not isinstance(item.get("valueFrom"), str) or not item["valueFrom"]:
-                raise ValueError(f"{here}: each of outputs needs name and valueFrom")
-            out.append(Output(str(item["name"]), item["valueFrom"]))
+            if not item.get("name") or not isinstance(item.get("valueFrom", ""), str):
+                raise ValueError(f"{here}: each of outputs needs a name (and valueFrom, a CUE expression)")
+            # without valueFrom (KubeVela's API drops unknown fields such as an old `fromKey`) the output is
+            # null and the step says it found nothing, as KubeVela does
+            out.append(Output(str(item["name"]), item.get("valueFrom") or ""))
     return tuple(out)
 
 

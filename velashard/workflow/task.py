@@ -31,13 +31,13 @@ def convert_apply_component(step: StepSpec, components: list[dict[str, Any]]) ->
     comp = next((c for c in components if c.get("name") == name), None)
     if comp is None:
         return step  # the step fails when it runs, saying so
-    inputs = list(step.inputs)
-    for item in comp.get("inputs") or []:
-        if isinstance(item, dict) and item.get("from"):
-            key = str(item.get("parameterKey") or "").strip()
-            if key and not key.startswith("properties") and not key.startswith("traits["):
-                key = "properties." + key
-            inputs.append(Input(str(item["from"]), "value." + key if key else ""))
+    inputs = list(step.inputs) + [Input(str(item["from"]), str(item.get("parameterKey") or ""))
+                                   for item in comp.get("inputs") or [] if isinstance(item, dict) and item.get("from")]
+    for i, item in enumerate(inputs):  # every input goes into the component (value.properties.<key>)
+        key = item.parameter_key.strip()
+        if key and not key.startswith("properties") and not key.startswith("traits["):
+            key = "properties." + key
+        inputs[i] = Input(item.from_, "value." + key if key else "")
     outputs = list(step.outputs)
     for item in comp.get("outputs") or []:
         if isinstance(item, dict) and item.get("name") and item.get("valueFrom"):

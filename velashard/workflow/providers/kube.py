@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from velashard.apis.labels import KUBECTL_LAST_APPLIED, LAST_APPLIED as VELASHARD_LAST_APPLIED
 from velashard.kube import errors
 from velashard.kube.resources import Resource
 from velashard.patch import PatchError
@@ -123,6 +124,9 @@ SCHEMA = '''
 '''
 
 
+LAST_APPLIED = (VELASHARD_LAST_APPLIED, KUBECTL_LAST_APPLIED, "workflow.oam.dev/last-applied-configuration")
+
+
 def _object(params: dict[str, Any], key: str = "value") -> dict[str, Any]:
     value = params.get(key)
     if not isinstance(value, dict):
@@ -208,8 +212,15 @@ def patch(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
         live = _get(rt, _object(params))
     except errors.KubeError as err:
         raise ProviderError(f"patch: {err.message}") from None
-    for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
-        live["metadata"].pop(key, None)
+    meta = live["metadata"]
+    for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink"):
+        meta.pop(key, None)
+    # what the last apply recorded is not part of the object to apply again (it would nest in itself)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in LAST_APPLIED}
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
     live.pop("status", None)
     result = _patched(params, rt, live, rt.tags(("patch",)))
     return {"result": dispatch(rt, [result])[0]}

@@ -59,7 +59,7 @@ class Example:
 @dataclass
 class Corpus:
     examples: list[Example]
-    # X-Definitions found beside the examples: those named like no built-in one, first of each name (applied
+    # X-Definitions found beside the examples: those named like no built-in one, the last of each name (applied
     # with the examples), and those that replace a built-in one (applied only when asked)
     definitions: list[dict[str, Any]]
     replacing: list[dict[str, Any]]
@@ -151,10 +151,12 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
                 continue
             seen[key] = Example(source, app, objects=copy.deepcopy(others))
             examples.append(seen[key])
+    # a later definition of a name replaces an earlier one, as applying them in order would (a text that builds
+    # a definition up shows the whole one last)
     custom: dict[str, tuple[str, dict[str, Any]]] = {}
     for rel, d in definitions:
         if d["metadata"]["name"] not in builtin_names:
-            custom.setdefault(d["metadata"]["name"], (rel, d))
+            custom[d["metadata"]["name"]] = (rel, d)
     used = {s.get("type") for ex in examples for s in steps_of(ex.app)}
     for name, (steps, expect) in DEFINITION_APPS.items():
         if name in custom and name not in used:
@@ -168,7 +170,7 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
     replacing: dict[str, dict[str, Any]] = {}
     for _, d in definitions:
         if d["metadata"]["name"] in builtin_names:
-            replacing.setdefault(d["metadata"]["name"], d)
+            replacing[d["metadata"]["name"]] = d
     return Corpus(examples, [d for _, d in custom.values()], list(replacing.values()))
 
 

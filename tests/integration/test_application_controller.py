@@ -18,7 +18,7 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
 from velashard.workflow import operations
 from tests.workflowsteps import install_missing
-from tests.integration.helpers import eventually, update_latest
+from tests.integration.helpers import eventually, trust_authorless_apps, update_latest
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,7 @@ def cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("app") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    trust_authorless_apps(kube)
     install(kube)
     install_missing(kube)  # the workflow steps these tests use, where the catalog has none
     manager = Manager(kube, "master")

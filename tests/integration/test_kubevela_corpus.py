@@ -20,7 +20,7 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, NAMESPACES, SECRETS, SERVICEACCOUNTS,
                                       SERVICES, STATEFULSETS, Resource)
 from tests.workflowsteps import install_missing
-from tests.integration.helpers import update_latest
+from tests.integration.helpers import trust_authorless_apps, update_latest
 
 CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.yaml"))
 RESOURCES = {r.kind: r for r in (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, SECRETS, SERVICEACCOUNTS, SERVICES,
@@ -44,6 +44,7 @@ def corpus_run(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("corpus") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=1000, burst=1000)
+    trust_authorless_apps(kube)
     install(kube)
     install_missing(kube)  # the workflow steps these tests use, where the catalog has none
     manager = Manager(kube, "master")

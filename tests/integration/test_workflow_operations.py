@@ -19,7 +19,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, NAMESPACES
 from velashard.workflow.store import context_name
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 from tests.workflowsteps import install_missing
 
 
@@ -49,6 +49,7 @@ def cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("ops") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    trust_authorless_apps(kube)
     install(kube)
     install_missing(kube)
     controller = Controller(kube)
@@ -203,3 +204,28 @@ def test_a_waiting_step_polls_no_faster_than_kubevelas_backoff(cluster, ns):
     writes = [r for r in records if r["resource"] == "applications" and r["subresource"] == "status"
               and r["verb"] in ("update", "patch")]
     assert len(writes) <= 3, writes  # the waiting step's unchanged status is not written again per poll
+
+
+def test_rollback_to_the_version_published_before(cluster, ns):
+    server, kube, _ = cluster
+    config(kube, ns, "verdict", ok="yes")
+    good = app("pinned", ns, [{"name": "check", "type": "check-config", "properties": {"name": "verdict"}}])
+    good["metadata"]["annotations"] = {"app.oam.dev/publishVersion": "alpha"}
+    kube.create(APPLICATIONS, good)
+    eventually(lambda: phase(kube, "pinned", ns) == "running", timeout=20)
+    refused = cli(server, "rollback", "pinned", "-n", ns)
+    assert refused.returncode == 2 and "no revision of pinned was published before alpha" in refused.stderr
+
+    def publish_beta(current: dict) -> None:
+        current["metadata"]["annotations"]["app.oam.dev/publishVersion"] = "beta"
+        current["spec"]["workflow"]["steps"][0]["properties"]["name"] = "missing"
+        kube.update(APPLICATIONS, current)
+    publish_beta(kube.get(APPLICATIONS, "pinned", ns))
+    eventually(lambda: phase(kube, "pinned", ns) == "workflowFailed"
+               and workflow(kube, "pinned", ns).get("appRevision") == "beta", timeout=20)
+    out = cli(server, "rollback", "pinned", "-n", ns)
+    assert out.returncode == 0 and "Successfully rollback workflow to revision pinned-v1" in out.stdout, out.stderr
+    eventually(lambda: phase(kube, "pinned", ns) == "running"
+               and workflow(kube, "pinned", ns).get("appRevision") == "alpha", timeout=20)
+    restored = kube.get(APPLICATIONS, "pinned", ns)
+    assert restored["spec"]["workflow"]["steps"][0]["properties"]["name"] == "verdict"

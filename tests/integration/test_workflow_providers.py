@@ -20,7 +20,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
 from velashard.workflow.store import context_name
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 from tests.integration.loopback import HTTPServer, SMTPServer, json_answer, make_client_cert, prometheus
 from tests.workflowsteps import install_missing
 
@@ -30,6 +30,7 @@ def cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("providers") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    trust_authorless_apps(kube)
     install(kube)
     install_missing(kube)
     manager = Manager(kube, "master")
@@ -278,10 +279,12 @@ def test_objects_listed_patched_and_deleted_by_a_step(cluster, ns):
                          ("old-2", {"stale": "yes"})):
         kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap",
                                  "metadata": {"name": name, "labels": labels}, "data": {"x": "1"}}, ns)
+    # a patched object is applied for the app: one no app manages is adopted only under a take-over policy
     kube.create(APPLICATIONS, application("tidy", ns, [
         {"name": "tidy", "type": "tidy-up", "properties": {"select": {"team": "a"}, "patch": "keep",
                                                            "sweep": {"stale": "yes"}},
-         "outputs": [{"name": "count", "valueFrom": "count"}]}]))
+         "outputs": [{"name": "count", "valueFrom": "count"}]}], policies=[
+        {"name": "adopt", "type": "take-over", "properties": {"rules": [{"selector": {"resourceTypes": ["ConfigMap"]}}]}}]))
     assert settled(kube, "tidy", ns)["status"] == "running"
     assert variables(kube, "tidy", ns) == {"count": 2}
     assert kube.get(CONFIGMAPS, "keep", ns)["data"] == {"x": "1", "patched": "yes"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import urllib3
 
@@ -39,9 +39,15 @@ def _app(client: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"application {args.namespace}/{args.app} not found") from None
 
 
+CONFLICT_RETRIES = 5
+
+
+class _Changed(Exception):
+    """The app changed between our read and our write (the controller wrote its status): read it again."""
+
+
 def _write(client: KubeClient, app: dict[str, Any], workflow: dict[str, Any] | None) -> None:
     """status.workflow replaced as a whole (a merge patch would merge the steps' list item by item)."""
-    meta = app["metadata"]
     status = dict(app.get("status") or {})
     if workflow is None:
         status.pop("workflow", None)
@@ -50,37 +56,51 @@ def _write(client: KubeClient, app: dict[str, Any], workflow: dict[str, Any] | N
     try:
         client.update_status(APPLICATIONS, dict(app, status=status))
     except errors.Conflict:
-        raise UsageError(f"application {meta['namespace']}/{meta['name']} changed meanwhile; try again") from None
+        raise _Changed() from None
+
+
+def _operate(client: KubeClient, args: argparse.Namespace, act: Callable[[dict[str, Any]], bool]) -> bool:
+    """Read the app and act on it, again when the controller wrote it meanwhile (as `vela` retries)."""
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            return act(_app(client, args))
+        except _Changed:
+            continue
+    raise UsageError(f"application {args.namespace}/{args.app} keeps changing; try again")
 
 
 def run(args: argparse.Namespace) -> int:
     client = cli_client(args.kubeconfig)
-    app = _app(client, args)
-    workflow = (app.get("status") or {}).get("workflow")
     where = f"{args.namespace}/{args.app}"
-    try:
+    step = f" from step {args.step}" if args.step else ""
+
+    def act(app: dict[str, Any]) -> bool:
+        workflow = (app.get("status") or {}).get("workflow")
         if args.action == "suspend":
             _write(client, app, operations.suspend(workflow, args.step))
-            print(f"Successfully suspend workflow: {args.app}" + (f" from step {args.step}" if args.step else ""))
         elif args.action == "resume":
             resumed = operations.resume(workflow, args.step)
             if resumed is None:
-                print(f"workflow {args.app} is not suspended.")
-                return 0
+                return False
             _write(client, app, resumed)
-            print(f"Successfully resume workflow: {args.app}" + (f" from step {args.step}" if args.step else ""))
         elif args.action == "terminate":
             _write(client, app, operations.terminate(workflow))
-            print(f"Successfully terminate workflow: {args.app}")
         elif args.action == "restart":
             restart(client, app, workflow, args.step)
-            print(f"Successfully restart workflow: {args.app}" + (f" from step {args.step}" if args.step else ""))
         elif args.action == "rollback":
             rollback(client, app, workflow)
         else:
             logs(client, app, args.step)
+        return True
+
+    try:
+        done = _operate(client, args, act)
     except operations.OperationError as err:
         raise UsageError(f"application {where}: {err}") from None
+    if args.action == "resume" and not done:
+        print(f"workflow {args.app} is not suspended.")
+    elif args.action in ("suspend", "resume", "terminate", "restart"):
+        print(f"Successfully {args.action} workflow: {args.app}{step}")
     return 0
 
 
@@ -110,7 +130,10 @@ def restart(client: KubeClient, app: dict[str, Any], workflow: dict[str, Any] | 
                 variables.pop(name, None)
             data = {k: v for k, v in data.items() if k.split(".")[0] not in cleared}
             data["vars"] = json.dumps(variables, sort_keys=True)
-            written = client.update(CONFIGMAPS, dict(configmap, data=data))
+            try:
+                written = client.update(CONFIGMAPS, dict(configmap, data=data))
+            except errors.Conflict:
+                raise _Changed() from None
             status["contextBackend"] = backend_ref(written)
     _write(client, app, status)
 
@@ -144,7 +167,10 @@ def rollback(client: KubeClient, app: dict[str, Any], workflow: dict[str, Any] |
     if current:
         app["metadata"] = dict(meta, annotations={**(meta.get("annotations") or {}), PUBLISH_VERSION:
                                                   _published(target)})
-    client.update(APPLICATIONS, app)
+    try:
+        client.update(APPLICATIONS, app)
+    except errors.Conflict:
+        raise _Changed() from None
     print(f"Successfully rollback workflow to revision {target['metadata']['name']}: {meta['name']}")
 
 

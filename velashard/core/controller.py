@@ -11,6 +11,7 @@ from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.authors import AuthConfig
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
@@ -44,6 +45,8 @@ class Options:
     # Sharded: the controller's namespace, where the master publishes the key that proves shard assignments; an
     # app whose assignment has no valid proof is handed back to the scheduler instead of run (None: no check).
     assignment_key_namespace: str | None = None
+    # Who apps act as (KubeVela's AuthenticateApplication, on by default): their recorded authors.
+    auth: AuthConfig = AuthConfig()
     # --max-workflow-wait-backoff-time, --max-workflow-failed-backoff-time, --max-workflow-step-error-retry-times
     workflow: Settings = Settings()
 
@@ -123,7 +126,7 @@ class ApplicationController:
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
-            options.waiting_requeue, self.step_definition, WorkflowEngine(options.workflow))
+            options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow))
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:

@@ -17,8 +17,9 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.core import status as app_status
 from velashard.core.apply import Applier
+from velashard.core.authors import AuthConfig, author_of, refusal
 from velashard.core.context import ReconcileContext
-from velashard.core.events import timestamp
+from velashard.core.events import record_event, timestamp
 from velashard.core.health import component_health, definition_status, resource_health
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
@@ -48,8 +49,8 @@ class ApplicationReconciler:
     def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
                  definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
-                 waiting_requeue: float, step_definition: Lookup = lambda _type, _namespace: None,
-                 engine: WorkflowEngine | None = None):
+                 waiting_requeue: float, auth: AuthConfig = AuthConfig(),
+                 step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
@@ -57,37 +58,54 @@ class ApplicationReconciler:
         self.workflows = WorkflowRunner(discovery, applier, trackers, self.engine, step_definition, self.health,
                                         self.trait_health)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
+        self.auth = auth
 
-    def author(self, app: dict[str, Any]) -> KubeClient:
-        """The client that acts as the app's author for what its workflow does in the cluster (issue 30 hands
-        in an impersonating one; until then the controller's own)."""
-        return self.client
+    def context(self, app: dict[str, Any]) -> ReconcileContext:
+        """The reconcile's state, with the client that acts as the app's author (with authentication off: as
+        the controller itself) and hears every refusal."""
+        ctx = ReconcileContext(app, self.definitions(), self.client)
+        ctx.author = self.client.acting_as(author_of(app, self.auth) if self.auth.enabled else None, ctx.refused)
+        return ctx
 
     def __call__(self, key: str) -> Result:
         app = self.lookup(key)
         if app is None:
             return DONE
         app = copy.deepcopy(app)
-        if app["metadata"].get("deletionTimestamp"):
-            return self.finalize(app)
-        if FINALIZER not in (app["metadata"].get("finalizers") or []):
-            self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
-                "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
-                "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
-            return DONE  # the update event brings the app back
-        return self.converge(ReconcileContext(app, self.definitions()))
+        ctx = self.context(app)
+        try:
+            if app["metadata"].get("deletionTimestamp"):
+                return self.finalize(ctx)
+            if FINALIZER not in (app["metadata"].get("finalizers") or []):
+                self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                    "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
+                    "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
+                return DONE  # the update event brings the app back
+            problem = refusal(app, self.auth)
+            if problem:
+                self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
+                    "Authorized", False, "ServiceAccountRefused", problem, timestamp())])
+                raise Terminal(problem)
+            return self.converge(ctx)
+        except errors.Forbidden as err:
+            # Refused where no step reports it (garbage collection, deletion): the status says so all the same.
+            status = copy.deepcopy(app.get("status") or {})
+            kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
+            self.write_status(ctx, status, status.get("status") or "rendering", kept)
+            raise Retry(f"the author was refused: {err.message}") from err
 
-    def finalize(self, app: dict[str, Any]) -> Result:
-        """Delete what the app owns, then its trackers and revisions, then drop the finalizer."""
+    def finalize(self, ctx: ReconcileContext) -> Result:
+        """Delete what the app owns (as its author), then its trackers and revisions, then drop the finalizer."""
+        app = ctx.app
         meta = app["metadata"]
         if FINALIZER not in (meta.get("finalizers") or []):
             return DONE
         tracker = self.trackers.get(app)
         for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
             if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
-                self.applier.delete_managed(app, ref)
+                self.applier.delete_managed(app, ref, ctx.author)
         workflow = (app.get("status") or {}).get("workflow") or {}
-        self.engine.delete_context(self.author(app), workflow)
+        self.engine.delete_context(ctx.author, workflow)  # its owner reference would have it collected too
         self.engine.forget(app, workflow)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
@@ -123,7 +141,9 @@ class ApplicationReconciler:
         except errors.KubeError as err:
             conditions.append(app_status.condition("Rendered", False, "RefObjectsFailed", err.message, now))
             self.write_status(ctx, status, "rendering", conditions)
-            raise Retry(f"reading referenced objects failed: {err.message}", after=self.waiting_requeue) from err
+            # A refusal is retried with backoff (the author may be granted the right), anything else soon.
+            raise Retry(f"reading referenced objects failed: {err.message}",
+                        after=None if ctx.forbidden else self.waiting_requeue) from err
         notes = [n for c in rendered.components for n in c.notes]
         if problems:  # a workflow with steps goes on: the step that applies such a component fails, saying why
             conditions.append(app_status.condition("Rendered", False, problems[0].reason,
@@ -188,7 +208,7 @@ class ApplicationReconciler:
                 except RenderError as failed:
                     problems.append(failed)
             rendered = RenderedApp(components, render_policies(effective, ctx.definitions, revision))
-        resolve_ref_objects(self.client, self.discovery, effective, rendered, ctx.definitions, revision)
+        resolve_ref_objects(ctx.author, self.discovery, effective, rendered, ctx.definitions, revision)
         return rendered, problems
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
@@ -198,9 +218,11 @@ class ApplicationReconciler:
         spec = app.get("spec") or {}
         workflow = parse_workflow(spec)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
-        self.applier.use_kinds(ctx, rendered_objects)
         tracker = self.trackers.get(app)
         previous_refs = managed_refs(tracker)
+        # the kinds of what the app renders and of what its workflow applied before (kept cached meanwhile)
+        self.applier.use_kinds(ctx, rendered_objects + [{"apiVersion": r["apiVersion"], "kind": r["kind"]}
+                                                        for r in previous_refs.values()])
         # what steps applied beside components stays until the app is deleted
         desired_refs = {k: r for k, r in previous_refs.items() if not r.get("component")}
         # the default workflow deploys everything rendered: tracked before it is applied; a workflow with steps
@@ -213,6 +235,8 @@ class ApplicationReconciler:
         except Terminal as problem:
             conditions.append(app_status.condition("PoliciesApplied", False, "ApplyFailed", str(problem), now))
             self.write_status(ctx, status, "runningWorkflow", conditions)
+            if ctx.forbidden:
+                raise Retry(str(problem)) from problem
             raise
         previous = status.get("workflow") or {"appRevision": run}
         moment = datetime.now(timezone.utc)
@@ -220,13 +244,14 @@ class ApplicationReconciler:
             result = self.workflows.deploy_all(ctx, rendered, previous, run, tracker, desired_refs, moment)
         else:
             try:
-                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, self.author(app), tracker,
-                                                  tracked, desired_refs, revision, moment)
+                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, tracker, tracked,
+                                                  desired_refs, revision, moment)
             except errors.KubeError as err:
-                raise Retry(f"workflow: {err.message}", after=self.waiting_requeue) from err
+                raise Retry(f"workflow: {err.message}", after=None if ctx.forbidden else self.waiting_requeue) \
+                    from err
         tracker, desired_refs = result.tracker, result.desired
         if result.state == ph.WF_SUCCEEDED:
-            kept = self.applier.collect_garbage(app, previous_refs, desired_refs)
+            kept = self.applier.collect_garbage(ctx, previous_refs, desired_refs)
             self.trackers.save(app, tracker, {**kept, **desired_refs})
         phase = aw.app_phase(result.state, all(h for h, _ in result.health.values()))
         status["workflow"] = result.workflow
@@ -234,8 +259,16 @@ class ApplicationReconciler:
         status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
         status["policy"] = app_status.policy_status(spec)
         conditions.extend(app_status.workflow_conditions(result.workflow, result.health, now))
+        if not result.ran and not ctx.forbidden:
+            # no step ran (the run settled, or waits out its backoff): a refusal a step met stays said
+            refusal = next((c for c in (app.get("status") or {}).get("conditions") or []
+                            if c.get("type") == "Authorized" and c.get("status") == "False"), None)
+            if refusal is not None:
+                conditions.append(refusal)
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
+        if ctx.forbidden:  # the status says who was refused what; try again with backoff
+            raise Retry(f"the author was refused: {ctx.forbidden[0]}")
         # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
         # health at once; every state-keep interval without); others sooner, to see progress. A workflow with
         # steps comes back when its backoff says (no sooner: a waiting step is not polled faster than that).
@@ -279,9 +312,18 @@ class ApplicationReconciler:
 
     def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
                      conditions: list[dict[str, Any]]) -> bool:
-        """Write the status if it changed; False when the app is gone."""
+        """Write the status if it changed (with the Authorized condition: whom the app acts as, or what its author
+        was refused, which a Warning Event also says once); False when the app is gone."""
         stored = ctx.app.get("status") or {}
+        authorized = next((c for c in conditions if c["type"] == "Authorized"), None)
+        if authorized is None:
+            authorized = self.authorized(ctx)
+            conditions = conditions + [authorized]
         status = app_status.with_phase(stored, status, phase, ctx.app["metadata"].get("generation"), conditions)
+        if authorized["status"] == "False" and not any(
+                c.get("type") == "Authorized" and c.get("status") == "False" and c.get("message") == authorized["message"]
+                for c in stored.get("conditions") or []):
+            record_event(self.client, ctx.app, "Warning", authorized["reason"], authorized["message"])
         if status == stored:
             return True
         try:
@@ -292,6 +334,15 @@ class ApplicationReconciler:
             return False
         self.await_cached(ctx.key, written["metadata"]["resourceVersion"])
         return True
+
+    def authorized(self, ctx: ReconcileContext) -> dict[str, Any]:
+        """Condition Authorized: False naming every refusal this reconcile met, else whom the app acts as."""
+        now = timestamp()
+        if ctx.forbidden:
+            return app_status.condition("Authorized", False, "Forbidden", "; ".join(ctx.forbidden), now)
+        who = ctx.author.identity
+        message = f"acts as {who}" if who is not None else "acts as the controller (authentication is off)"
+        return app_status.condition("Authorized", True, "Authorized", message, now)
 
     def await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> None:
         """Hold the worker until the cache shows our write (usually milliseconds): events queued meanwhile (the

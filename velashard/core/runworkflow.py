@@ -24,7 +24,6 @@ from velashard.core.rendering import RenderedApp, RenderedComponent
 from velashard.core.stepdelivery import StepDelivery
 from velashard.core.templates import app_context
 from velashard.core.tracker import Ref, RefKey, Trackers, ref_key, ref_of
-from velashard.kube.client import KubeClient
 from velashard.kube.controller import Terminal
 from velashard.kube.discovery import Discovery
 from velashard.observability import fields
@@ -50,6 +49,7 @@ class Pass:
     desired: dict[RefKey, Ref]
     requeue_after: float | None = None
     tracker: dict[str, Any] = field(default_factory=dict)
+    ran: bool = True  # whether anything ran (a workflow with steps backing off or settled runs nothing)
 
 
 @dataclass
@@ -106,9 +106,10 @@ class WorkflowRunner:
     # --- a workflow with steps --------------------------------------------------------------------------------
 
     def run_steps(self, ctx: ReconcileContext, workflow: Workflow, rendered: RenderedApp, previous: dict[str, Any],
-                  run: str, author: KubeClient, tracker: dict[str, Any], tracked: dict[RefKey, Ref],
-                  desired: dict[RefKey, Ref], revision: int, now: datetime) -> Pass:
-        """`tracked`: the tracker's refs (updated as steps apply); `desired`: what stays whatever the run does."""
+                  run: str, tracker: dict[str, Any], tracked: dict[RefKey, Ref], desired: dict[RefKey, Ref],
+                  revision: int, now: datetime) -> Pass:
+        """`tracked`: the tracker's refs (updated as steps apply); `desired`: what stays whatever the run does.
+        Everything the steps do in the cluster goes through `ctx.author`, the client acting as the app's author."""
         previous = dict(previous, appRevision=run)
         previous.setdefault("startTime", ph.timestamp(now))
         run_id = hashlib.sha256(run_key(previous).encode()).hexdigest()[:10]
@@ -121,16 +122,17 @@ class WorkflowRunner:
                 holder["tracker"] = self.trackers.save(ctx.app, holder["tracker"], tracked)
 
         delivery = StepDelivery(ctx, self.discovery, self.applier, rendered, lambda comp: self.health(ctx, comp),
-                                track, run_id, revision)
+                                track, run_id, revision,
+                                [{"apiVersion": r["apiVersion"], "kind": r["kind"]} for r in tracked.values()])
         basic = {**app_context(ctx.app, revision, ctx.definitions.cluster_version), "name": ctx.name}
-        outcome = self.engine.execute(ctx.app, workflow, previous, basic, author, delivery, self.lookup, now)
+        outcome = self.engine.execute(ctx.app, workflow, previous, basic, ctx.author, delivery, self.lookup, now)
         deployed = {k: r for k, r in tracked.items() if r.get("run") == run_id}
         desired = {**desired, **{k: r for k, r in tracked.items() if not r.get("component") or r.get("run") == run_id}}
         health, services = self._services(ctx, delivery, deployed)
         if outcome.state != ph.EXECUTING:
             log.info("workflow run settled", extra=fields(key=ctx.key, state=outcome.state, run=run))
         return Pass(outcome.status, outcome.state, health, services, desired, outcome.requeue_after,
-                    holder["tracker"])
+                    holder["tracker"], outcome.ran)
 
     def _services(self, ctx: ReconcileContext, delivery: StepDelivery,
                   deployed: dict[RefKey, Ref]) -> tuple[dict[str, tuple[bool, str]], list[dict[str, Any]]]:

@@ -46,7 +46,19 @@ class StepDelivery:
     track: Track  # records refs in the tracker (tagged with the run) before what they name is applied
     run: str
     revision: int
+    # what the app manages already ({apiVersion, kind} of its tracker's refs): their kinds stay cached
+    managed: list[dict[str, Any]] = field(default_factory=list)
     instances: list[Instance] = field(default_factory=list)
+    # every object this reconcile applies or rendered: ManagedCaches.use takes the whole set of an app's kinds
+    touched: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.touched = [o for c in self.rendered.components for o in c.objects] + list(
+            self.rendered.policy_objects) + list(self.managed)
+
+    def _use_kinds(self, objects: list[dict[str, Any]]) -> None:
+        self.touched.extend(objects)
+        self.applier.use_kinds(self.ctx, self.touched)
 
     def components(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list((self.ctx.app.get("spec") or {}).get("components") or []))
@@ -101,7 +113,7 @@ class StepDelivery:
     def apply_component(self, component: dict[str, Any], namespace: str | None = None,
                         patch: dict[str, Any] | None = None, replica_key: str = "") -> ComponentResult:
         comp = self._render(component, namespace, patch, replica_key)
-        self.applier.use_kinds(self.ctx, comp.objects)
+        self._use_kinds(comp.objects)
         self.track(self._tag(comp.objects))
         try:
             self.applier.apply_component(self.ctx, comp)
@@ -141,7 +153,7 @@ class StepDelivery:
             except errors.NotFound:
                 raise DeliveryError(f'the server has no resource for {obj["apiVersion"]} {obj["kind"]}') from None
             prepared.append(obj)
-        self.applier.use_kinds(self.ctx, prepared)
+        self._use_kinds(prepared)
         # what steps apply beside components stays until the app is deleted (no run tag)
         self.track({ref_key(ref_of(o)): ref_of(o) for o in prepared})
         live = []

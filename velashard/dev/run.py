@@ -25,10 +25,11 @@ from velashard.apiserver.http.server import ADMIN_USER, APIServer
 from velashard.core.addons import load_addon
 from velashard.core.install import install
 from velashard.dev.kubelet import LocalKubelet, LocalPod
+from velashard.kube import errors
 from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
 from velashard.kube.kubeconfig import write_kubeconfig
-from velashard.kube.resources import PODS
+from velashard.kube.resources import MUTATING_WEBHOOKS, PODS
 from velashard.sharding.keys import load_or_create_signing_key
 from velashard.sharding.proof import with_proof
 
@@ -49,10 +50,13 @@ def install_chart(kubeconfig: str) -> Any:
 
     release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="memory")
     # Dev's departures from the chart's defaults: a short orphan grace period, so that killing a shard visibly
-    # moves its apps; text logs; and the dev user as a shard admin, since the addon pins its Application to
-    # the master, which the shard-label guard allows only the controller and shard admins.
+    # moves its apps; text logs; the dev user as a shard admin, since the addon pins its Application to
+    # the master, which the shard-label guard allows only the controller and shard admins; and its group.
+    # The dev user, like a cluster's admin, has its rights through the system:masters group: the group pattern
+    # keeps that group on what it writes, so its apps (the addon's, the samples) act with those rights.
     release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
                                                         "shardAdmins": {"users": [ADMIN_USER]}},
+                                           "authentication": {"groupPattern": "kubevela:*|system:masters"},
                                            "logFormat": "text"},
                     namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
     return release
@@ -167,11 +171,15 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     try:
         install(client, definitions=False)  # the chart installs the built-in definitions, as for users
         release = install_chart(kubeconfig)
+        kubelet.start()
+        # The addon's Application acts as whoever wrote it: written once the master's webhook records authors
+        # (an app written past the webhook would act as the default user, who may do nothing here).
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline and not _webhooks_serving(client, kubelet):
+            stop.wait(0.2)
         if shards:
             enable_shards(client, shards)
-        kubelet.start()
         # Sample apps wait for the shards, so that they spread over all of them from the start.
-        deadline = time.monotonic() + 120
         while not stop.is_set() and time.monotonic() < deadline:
             running = kubelet.processes()
             if len(running) == shards + 1 and all(p["ready"] for p in running):
@@ -192,6 +200,17 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         server.stop()
     print("velashard dev: stopped", file=out, flush=True)
     return 0
+
+
+def _webhooks_serving(client: KubeClient, kubelet: LocalKubelet) -> bool:
+    """The master is ready and has put its CA into the chart's mutating webhook configuration."""
+    if not any(p["ready"] for p in kubelet.processes()):
+        return False
+    try:
+        config = client.get(MUTATING_WEBHOOKS, f"{RELEASE}-mutating")
+    except errors.NotFound:
+        return False
+    return all((hook.get("clientConfig") or {}).get("caBundle") for hook in config.get("webhooks") or [])
 
 
 def _write_processes(directory: str, server: APIServer, processes: list[dict[str, Any]]) -> None:

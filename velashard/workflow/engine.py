@@ -62,6 +62,7 @@ class Outcome:
     status: dict[str, Any]  # status.workflow
     state: str  # the run's state: executing, succeeded, failed, suspending, terminated
     requeue_after: float | None = None
+    ran: bool = False  # whether this pass ran steps (not when the run was settled, suspended or backing off)
 
 
 @dataclass
@@ -432,6 +433,7 @@ def run(workflow: Workflow, previous: dict[str, Any], runner: TaskRunner, contex
     state = state_of(workflow, status)
     outcome = _settled(workflow, status, now) if state in (ph.WF_SUCCEEDED, ph.WF_FAILED, ph.WF_TERMINATED) else \
         Outcome(_with_state(status, state), state)
+    outcome.ran = True
     if state == ph.EXECUTING:
         outcome.requeue_after = max((memory.next_execute or now.timestamp()) - now.timestamp(), 0.0)
     elif state == ph.WF_SUSPENDING:

@@ -10,8 +10,10 @@ import json
 
 import yaml
 
+from velashard.apis import labels
+from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
-from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, PODS, SECRETS, SERVICES
+from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, PODS, SECRETS, SERVICES, Resource
 from tests.integration.helpers import eventually
 from tests.integration.workflow_steps import (finished, kube, ns, phase_of, resume, run_app, server,  # noqa: F401
                                               status, step, webservice)
@@ -253,3 +255,39 @@ def test_steps_out_of_scope_fail_saying_so(kube, ns):
     steps = finished(kube, ns, "clouds")
     assert steps["tf"]["phase"] == "failed" and "out of scope" in steps["tf"]["message"]
     assert steps["after"]["phase"] == "skipped"
+
+
+def test_steps_act_as_the_apps_author_and_no_further(kube, ns):
+    """A tenant allowed ConfigMaps in its own namespace only: read-object's default namespace ("default", as
+    KubeVela's) is not the tenant's, so the read is refused into $returns.err and nothing of the object leaks;
+    a write elsewhere fails the step; the same write at home succeeds."""
+    author = "tenant@example.com"
+    kube.create(Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "configmaps"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update",
+                                                                           "patch", "delete"]}]}, ns)
+    kube.create(Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"), {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant"},
+        "subjects": [{"kind": "User", "name": author}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmaps"}}, ns)
+    kube.create(CONFIGMAPS, configmap("platform-settings", "default", {"token": "not-for-tenants"}))
+    kube.create(APPLICATIONS, {
+        "apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+        "metadata": {"name": "tenant", "namespace": ns, "annotations": {labels.APP_USERNAME: author}},
+        "spec": {"components": [], "workflow": {"steps": [
+            step("peek", "read-object", properties={"apiVersion": "v1", "kind": "ConfigMap",
+                                                    "name": "platform-settings"},
+                 outputs=[{"name": "err", "valueFrom": "output.$returns.err"},
+                          {"name": "token", "valueFrom": "output.$returns.value.data.token"}]),
+            step("home", "export2config", inputs=[{"from": "err", "parameterKey": "data.err"}],
+                 properties={"configName": "seen", "data": {}}),
+            step("away", "export2config", properties={"configName": "planted", "namespace": "default",
+                                                      "data": {"a": "b"}})]}}})
+    assert "forbidden" in phase_of(kube, ns, "tenant", "away", "failed")["message"].lower()
+    seen = kube.get(CONFIGMAPS, "seen", ns)["data"]
+    assert "forbidden" in seen["err"].lower() and "not-for-tenants" not in json.dumps(seen)
+    try:
+        kube.get(CONFIGMAPS, "planted", "default")
+        raise AssertionError("a tenant's step wrote outside its namespace")
+    except errors.NotFound:
+        pass

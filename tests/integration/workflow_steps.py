@@ -16,7 +16,7 @@ from velashard.core.install import install
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import NAMESPACES
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def server(tmp_path_factory) -> Iterator[APIServer]:
 def kube(server: APIServer) -> Iterator[KubeClient]:
     client = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
     install(client)
+    trust_authorless_apps(client)  # the apps here are written without a recorded author
     manager = Manager(client, "master")
     ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))
     stop = threading.Event()

@@ -266,7 +266,7 @@ KNOWN: dict[str, dict[str, Any]] = {
         "apply-comp1": "succeeded", "suspend": "failed:Timeout", "apply-comp2": "skipped"}},
     "err-with-no-if": {"where": "if-condition.md", "expect": {"apply-err": "failed", "apply-comp": "skipped"}},
     "err-with-always": {"where": "if-condition.md",
-                        "needs": "a kubelet that fails to pull the image 'invalid' (the step's documented timeout)"},
+                        "needs": "needs a kubelet that fails to pull the image 'invalid' (the step's documented timeout)"},
     "if-always-with-err": {"where": "app-with-if", "expect": {"apply-err-comp": "failed",
                                                               "notification": "succeeded"}},
     "if-timeout": {"where": "app-with-if", "expect": {"suspend": "failed:Timeout", "suspend2": "failed:Timeout"}},
@@ -276,7 +276,7 @@ KNOWN: dict[str, dict[str, Any]] = {
                                                      "failed-notification": "succeeded"}},
     "failed-app": {"where": "e2e-test", "needs": "nothing it can succeed with: KubeVela's e2e test checks that a "
                                                  "step naming a missing component fails"},
-    "server-with-pvc": {"where": "apply-object.eg.md", "needs": "a component named express-serve, which it does not "
+    "server-with-pvc": {"where": "apply-object.eg.md", "needs": "names a component express-serve, which it does not "
                                                                 "have (a typo: KubeVela refuses it too)"},
 }
 # Step definitions of the workflow engine's tests that come without an application (its tests build workflow runs

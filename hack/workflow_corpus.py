@@ -266,7 +266,8 @@ KNOWN: dict[str, dict[str, Any]] = {
         "apply-comp1": "succeeded", "suspend": "failed:Timeout", "apply-comp2": "skipped"}},
     "err-with-no-if": {"where": "if-condition.md", "expect": {"apply-err": "failed", "apply-comp": "skipped"}},
     "err-with-always": {"where": "if-condition.md",
-                        "needs": "needs a kubelet that fails to pull the image 'invalid' (the step's documented timeout)"},
+                        "needs": "needs a kubelet that fails to pull the image 'invalid' (the step's documented "
+                                 "timeout)"},
     "if-always-with-err": {"where": "app-with-if", "expect": {"apply-err-comp": "failed",
                                                               "notification": "succeeded"}},
     "if-timeout": {"where": "app-with-if", "expect": {"suspend": "failed:Timeout", "suspend2": "failed:Timeout"}},

@@ -50,6 +50,31 @@ def test_def_show_prints_parameters_and_nested_tables(capsys):
     assert "## volumeMounts.pvc" in out and "## livenessProbe.httpGet" in out
 
 
+KUBEVELA_STEPS = {
+    "apply-component", "apply-deployment", "apply-object", "apply-terraform-config", "apply-terraform-provider",
+    "build-push-image", "check-metrics", "clean-jobs", "collect-service-endpoints", "create-config", "delete-config",
+    "depends-on-app", "deploy-cloud-resource", "deploy", "export-data", "export-service", "export2config",
+    "export2secret", "generate-jdbc-connection", "list-config", "notification", "print-message-in-status",
+    "read-config", "read-object", "request", "restart-workflow", "share-cloud-resource", "step-group", "suspend",
+    "vela-cli", "webhook"}
+
+
+def test_def_list_and_show_the_built_in_workflow_steps(capsys):
+    assert main(["def", "list", "--builtin", "-t", "workflow-step"]) == 0
+    rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines()[3:-1]]
+    assert set(rows) == KUBEVELA_STEPS
+    assert main(["def", "show", "notification", "--builtin"]) == 0
+    out = capsys.readouterr().out
+    assert "## email.from" in out and "## slack.message" in out and "## dingding.message.actionCard" in out
+    port = next(line for line in out.split("## email.from")[1].splitlines() if line.startswith("| port "))
+    assert "| int " in port and "| 587 " in port
+    assert main(["def", "show", "read-object", "--builtin"]) == 0
+    namespace = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| namespace "))
+    assert '"default"' in namespace  # KubeVela's default namespace for the object read
+    assert main(["def", "show", "step-group", "--builtin"]) == 0  # no parameters: an empty table
+    assert "| NAME " in capsys.readouterr().out
+
+
 def test_def_show_unknown_name_exits_2(capsys):
     assert main(["def", "show", "no-such-thing", "--builtin"]) == 2
     assert 'no definition named "no-such-thing"' in capsys.readouterr().err

@@ -176,7 +176,10 @@ def parameter_tables(definition: dict[str, Any]) -> list[Table]:
                 nested.setdefault(table.path, table)
         return [Table("", tuple(sorted(merged.values(), key=lambda r: r.name)))] + list(nested.values())
     if value.kind != STRUCT:
-        return [Table("", (Row("(parameter)", "", _type(value), True, ""),))]
+        kind = _type(value)
+        if kind == "_":  # only the declaration beside the template: it takes no parameters (KubeVela's step-group)
+            return [Table("", ())]
+        return [Table("", (Row("(parameter)", "", kind, True, ""),))]
     return _tables(value, "")
 
 

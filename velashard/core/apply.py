@@ -54,7 +54,10 @@ class Applier:
             return seen
         informer = self._cache(res)
         if informer is not None:
-            return informer.store.get_by(namespace, name)
+            cached = informer.store.get_by(namespace, name)  # decoded once per reconcile: apply, health, status
+            if cached is not None:
+                ctx.saw(res, cached)
+            return cached
         try:
             live = self._get(ctx, res, name, namespace)
         except errors.NotFound:

@@ -87,12 +87,13 @@ class ApplicationController:
         self.options = options
         self.discovery = Discovery(self.client)
         sel = options.shard_selector
-        self.apps = manager.informer(APPLICATIONS, label_selector=sel, transform=compact)
+        # The caches that grow with apps keep their objects packed (kube/packing.py).
+        self.apps = manager.informer(APPLICATIONS, label_selector=sel, transform=compact, packed=True)
         # Reconciles read a revision's number and hash, never the app spec it records (the CLI reads that live).
         self.revisions = manager.informer(APPLICATION_REVISIONS, label_selector=sel,
                                           indexers={"app": label_index(labels.APP_NAME)},
-                                          transform=without(("spec", "application")))
-        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, transform=compact)
+                                          transform=without(("spec", "application")), packed=True)
+        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, transform=compact, packed=True)
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
@@ -146,7 +147,7 @@ class ApplicationController:
 
     def _own_app_keys(self, obj: dict[str, Any]) -> list[str]:
         """Only apps this shard caches react to their resources' events."""
-        return [k for k in app_key(obj) if self.apps.store.get(k) is not None]
+        return [k for k in app_key(obj) if k in self.apps.store]
 
     def _counted(self, key: str) -> Result | None:
         """Reconcile, then count the app as held unless it is gone or draining (a lost race counts: the app

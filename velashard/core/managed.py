@@ -34,7 +34,7 @@ class ManagedCaches:
         self._builtin = set(BUILTIN_KINDS)
         self._used: dict[str, frozenset[Resource]] = {}  # app key -> on-demand kinds it applies
         for res in BUILTIN_KINDS:
-            informer = manager.informer(res, label_selector=selector, transform=for_managed_resources)
+            informer = manager.informer(res, label_selector=selector, transform=for_managed_resources, packed=True)
             self._informers[res] = informer
             watch(informer)
 
@@ -55,7 +55,7 @@ class ManagedCaches:
                 self._used.pop(key, None)
             for res in wanted:
                 if res not in self._informers:
-                    informer = self._manager.start_informer(res, self._selector, for_managed_resources)
+                    informer = self._manager.start_informer(res, self._selector, for_managed_resources, packed=True)
                     self._informers[res] = informer
                     started.append(informer)
             unused = self._unused()

@@ -8,7 +8,7 @@ import pytest
 
 from velashard.kube.errors import Unauthorized, error_from_response
 from velashard.kube.informer import share_strings
-from velashard.kube.store import Store, label_index, namespace_index
+from velashard.kube.store import Store, label_index
 
 
 def obj(ns: str, name: str, app: str | None = None) -> dict:
@@ -16,7 +16,7 @@ def obj(ns: str, name: str, app: str | None = None) -> dict:
 
 
 def test_indexers_added_later_index_what_is_cached():
-    store = Store({"namespace": namespace_index})
+    store = Store()
     store.upsert(obj("a", "x", "web"))
     store.upsert(obj("a", "y"))
     store.add_indexers({"app": label_index("app")})

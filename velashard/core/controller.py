@@ -22,7 +22,7 @@ from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
 from velashard.kube.store import label_index
-from velashard.kube.transforms import compact, without
+from velashard.kube.transforms import without
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
@@ -88,12 +88,12 @@ class ApplicationController:
         self.discovery = Discovery(self.client)
         sel = options.shard_selector
         # The caches that grow with apps keep their objects packed (kube/packing.py).
-        self.apps = manager.informer(APPLICATIONS, label_selector=sel, transform=compact, packed=True)
+        self.apps = manager.informer(APPLICATIONS, label_selector=sel, packed=True)
         # Reconciles read a revision's number and hash, never the app spec it records (the CLI reads that live).
         self.revisions = manager.informer(APPLICATION_REVISIONS, label_selector=sel,
                                           indexers={"app": label_index(labels.APP_NAME)},
                                           transform=without(("spec", "application")), packed=True)
-        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, transform=compact, packed=True)
+        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, packed=True)
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)

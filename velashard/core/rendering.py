@@ -16,13 +16,11 @@ import hashlib
 import json
 import re
 import threading
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import LRUCache
-
 from velashard.apis import labels
+from velashard.core.slotcache import SlotCache, digest
 from velashard.core.templates import app_context, compile_template, component_revision, plain
 from velashard.cue.errors import CueError
 from velashard.patch import PatchError
@@ -31,8 +29,10 @@ from velashard.patch.trait_patch import apply_trait_patch
 
 REF_OBJECTS = "__refObjects__"
 REF_OBJECTS_TYPE = "ref-objects"  # KubeVela reads the objects this component type names itself
-_RENDERED: LRUCache = LRUCache(maxsize=4096)
-_RENDERED_LOCK = threading.Lock()
+# One entry per component (and policy) of every app a shard serves; the bound only drops apps long gone.
+_RENDERED = SlotCache(maxsize=1 << 16, packed=True)
+_RENDERS = [0]  # components and policies evaluated (cache misses), for tests
+_RENDERS_LOCK = threading.Lock()
 
 
 class RenderError(Exception):
@@ -261,29 +261,30 @@ def _cache_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, rev
     return hashlib.sha256(text.encode()).digest()
 
 
+def _slot(app: dict[str, Any], kind: str, name: Any) -> bytes:
+    meta = app["metadata"]
+    return digest(str(meta.get("namespace")), str(meta.get("name")), kind, str(name))
+
+
 def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> RenderedComponent:
-    key = _cache_key(app, spec, defs, revision)
-    with _RENDERED_LOCK:
-        cached = _RENDERED.get(key)
+    slot, key = _slot(app, "component", spec.get("name")), _cache_key(app, spec, defs, revision)
+    cached = _RENDERED.get(slot, key)  # a private copy: callers may change it
     if cached is None:
-        cached = _pack(dataclasses.asdict(_render_component(app, spec, defs, revision)))
-        with _RENDERED_LOCK:
-            _RENDERED[key] = cached
-    return RenderedComponent(**_unpack(cached))
+        _counted_render()
+        cached = dataclasses.asdict(_render_component(app, spec, defs, revision))
+        _RENDERED.put(slot, key, cached)
+    return RenderedComponent(**cached)
 
 
-def _pack(value: Any) -> bytes:
-    """A cache entry: a shard holds one per app it serves, so compressed JSON (about a third of the JSON's
-    size, some microseconds per re-sync to read), and every caller gets its own copy."""
-    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
+def _counted_render() -> None:
+    with _RENDERS_LOCK:
+        _RENDERS[0] += 1
 
 
-def _unpack(entry: bytes) -> Any:
-    return json.loads(zlib.decompress(entry))
-
-
-def rendered_cache_info() -> tuple[int, int]:
-    return len(_RENDERED), _RENDERED.maxsize
+def render_count() -> int:
+    """How many components and policies were evaluated so far (not served from the cache)."""
+    with _RENDERS_LOCK:
+        return _RENDERS[0]
 
 
 def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions,
@@ -482,13 +483,13 @@ def render_policies(app: dict[str, Any], defs: Definitions, revision: int) -> li
         key = hashlib.sha256(json.dumps(["policy", policy, meta.get("name"), meta.get("namespace"),
                                          meta.get("labels"), meta.get("annotations"), revision, defs.cluster_version,
                                          _identity(definition)], sort_keys=True, default=str).encode()).digest()
-        with _RENDERED_LOCK:
-            cached = _RENDERED.get(key)
+        slot = _slot(app, "policy", policy.get("name"))
+        cached = _RENDERED.get(slot, key)
         if cached is None:
-            cached = _pack(_render_policy(app, policy, definition, defs, revision))
-            with _RENDERED_LOCK:
-                _RENDERED[key] = cached
-        objects.extend(_unpack(cached))
+            _counted_render()
+            cached = _render_policy(app, policy, definition, defs, revision)
+            _RENDERED.put(slot, key, cached)
+        objects.extend(cached)
     return objects
 
 

@@ -20,7 +20,7 @@ from velashard.kube import errors
 from velashard.apis.labels import KUBECTL_LAST_APPLIED
 from velashard.kube.client import KubeClient, WatchStream
 from velashard.kube.resources import Resource
-from velashard.kube.store import IndexFunc, Store, namespace_index, object_key
+from velashard.kube.store import IndexFunc, Store, object_key
 from velashard.observability import INFORMER_OBJECTS, Heartbeat, fields
 
 log = logging.getLogger("velashard.kube.informer")
@@ -94,7 +94,7 @@ class Informer:
         self.resync_period = resync_period
         self.transform = transform
         self.watch_timeout = watch_timeout
-        self.store = Store({"namespace": namespace_index, **(indexers or {})}, packed=packed)
+        self.store = Store(indexers, packed=packed)
         self._handlers: list[EventHandler] = []
         # Handlers run one at a time (watch and resync threads both dispatch), in event order.
         self._dispatch_lock = threading.RLock()

@@ -21,10 +21,6 @@ def object_key(obj: dict[str, Any]) -> str:
     return f'{meta["namespace"]}/{meta["name"]}' if meta.get("namespace") else meta["name"]
 
 
-def namespace_index(obj: dict[str, Any]) -> list[str]:
-    return [obj["metadata"].get("namespace") or ""]
-
-
 @functools.cache  # one function per label key, so two users of a shared informer ask for the same index
 def label_index(key: str) -> IndexFunc:
     """Index objects by the value of one label, e.g. app.oam.dev/name."""

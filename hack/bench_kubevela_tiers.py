@@ -18,7 +18,8 @@ under one unsharded controller, and reports for each setup:
   the update to the app's status showing the new generation running.
 
 `sharding_ratio` is the sharded setup's apps/s over the unsharded one's. `--profile DIR` records every
-process with py-spy (`-f raw --threads`) while the apps are created and converge.
+process with py-spy (`-f raw --threads --gil`: where each holds the GIL) while the apps are created and
+converge.
 
     nice -n 19 python hack/bench_kubevela_tiers.py --apps 3000 [--shards 3] [--setups sharded,unsharded]
 """
@@ -153,8 +154,8 @@ def tree_cpu_seconds(pid: int) -> float:
 
 def start_profiles(directory: str, pids: dict[str, int]) -> list[subprocess.Popen]:
     os.makedirs(directory, exist_ok=True)
-    return [subprocess.Popen(["py-spy", "record", "-f", "raw", "--threads", "--nonblocking", "--subprocesses", "-r", "20",
-                              "-o", os.path.join(directory, f"{name}.txt"), "--pid", str(pid)],
+    return [subprocess.Popen(["py-spy", "record", "-f", "raw", "--threads", "--gil", "--nonblocking", "--subprocesses",
+                              "-r", "20", "-o", os.path.join(directory, f"{name}.txt"), "--pid", str(pid)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name, pid in pids.items()]
 
 

@@ -675,9 +675,9 @@ class _Handler(BaseHTTPRequestHandler):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                line = watcher.get(timeout=min(remaining, 1.0))
-                if line is not None:
-                    self._chunk(conversion.watch_line(rt, line))
+                lines = watcher.take(timeout=min(remaining, 1.0))
+                if lines:
+                    self._chunk(b"".join(conversion.watch_line(rt, line) for line in lines))
                     last_sent = time.monotonic()
                     continue
                 if watcher.closed:

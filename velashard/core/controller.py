@@ -12,6 +12,7 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_D
                                 RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
@@ -98,17 +99,18 @@ class ApplicationController:
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
         self.controller = Controller("application", self._reconcile, options.workers)
+        self.own_writes = OwnWrites()
         self.managed: ManagedCaches | None = None
         if options.cache_managed:
             # Unsharded, the same caches select every app's resources.
-            self.managed = ManagedCaches(manager, sel or labels.APP_NAME,
-                                         lambda informer: self.controller.watch(informer, to_keys=self._own_app_keys))
+            self.managed = ManagedCaches(manager, sel or labels.APP_NAME, lambda informer: self.controller.watch(
+                informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new)))
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
             Revisions(self.client, self.revisions, options.revision_limit),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
-            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None),
+            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue)

@@ -29,6 +29,11 @@ from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
 
 
+# Another controller writes an app's resources in bursts (the Deployment controller's annotation, then its status,
+# for each Deployment; the Ingress's status): their events wake the app once, this long after the first.
+MANAGED_EVENT_DELAY = 0.25
+
+
 @dataclass
 class Options:
     workers: int = 4
@@ -104,11 +109,12 @@ class ApplicationController:
         if options.cache_managed:
             # Unsharded, the same caches select every app's resources.
             self.managed = ManagedCaches(manager, sel or labels.APP_NAME, lambda informer: self.controller.watch(
-                informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new)))
+                informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new),
+                delay=MANAGED_EVENT_DELAY))
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
-            Revisions(self.client, self.revisions, options.revision_limit),
+            Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
@@ -126,7 +132,8 @@ class ApplicationController:
                                         event=lambda app, *event: record_event(self.client, app, *event))
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=app_changed)
-        self.controller.watch(self.revisions, to_keys=app_key, predicate=lambda old, new: old is None)
+        self.controller.watch(self.revisions, to_keys=app_key,
+                              predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
         for informer in (self.component_defs, self.trait_defs, self.policy_defs):
             # a definition's status (its TemplateValid condition) changes nothing an app renders
             self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys(),

@@ -273,8 +273,14 @@ def run_setup(args: argparse.Namespace, sharded: bool) -> dict:
         result["fullest_worker_kib_per_app"] = max(memory[c.name].get("kib_per_app", 0) for c in workers)
         result["apiserver_rss_mib"] = round(rss_kib(cluster.server.proc.pid) / 1024, 1)
         if args.update_minutes:
+            profiles = start_profiles(os.path.join(args.profile, ("sharded" if sharded else "unsharded") + "-updates"),
+                                      pids) if args.profile else []
+            cpu_before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
             result["continuous_updates"] = continuous_updates(cluster, tracker, args.apps, args.update_share,
                                                               args.update_minutes, args.update_grace)
+            result["continuous_updates"]["cpu_seconds"] = {name: round(tree_cpu_seconds(pid) - cpu_before[name], 1)
+                                                           for name, pid in pids.items()}
+            stop_profiles(profiles)
             result["controllers_rss_mib_after_updates"] = round(sum(
                 tree_rss_kib(c.proc.pid) if n == "master" else c.rss_kib()
                 for n, c in cluster.controllers.items()) / 1024, 1)

@@ -25,3 +25,4 @@ def test_packed_results_come_back_as_private_copies():
     first = cache.get(slot, inputs)
     first["objects"].clear()
     assert cache.get(slot, inputs) == {"objects": [{"kind": "Deployment"}]}
+

@@ -271,7 +271,9 @@ def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definition
     cached = _RENDERED.get(slot, key)  # a private copy: callers may change it
     if cached is None:
         _counted_render()
-        cached = dataclasses.asdict(_render_component(app, spec, defs, revision))
+        rendered = _render_component(app, spec, defs, revision)
+        # Its fields as they are: packing copies them (dataclasses.asdict's deep copy was an eighth of a render).
+        cached = {f.name: getattr(rendered, f.name) for f in dataclasses.fields(rendered)}
         _RENDERED.put(slot, key, cached)
     return RenderedComponent(**cached)
 

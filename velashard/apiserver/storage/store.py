@@ -144,6 +144,10 @@ class Watcher:
             self._cond.notify_all()
 
 
+# An in-process subscriber takes what piled up, then lingers this long: woken once per batch, not per event.
+SUBSCRIBER_BATCH_SECONDS = 0.01
+
+
 class Subscriber(Watcher):
     """An in-process consumer of every event (the built-in controllers); never overflows."""
 

@@ -174,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                                        else None)
         return create_app(mutation, validation)
 
-    GunicornServer(factory, {"bind": args.bind, "workers": 1, "worker_class": "gthread", "threads": args.threads,
+    # One thread per busy connection (webhook/worker.py); idle connections are kept 75 s, longer than the API
+    # server keeps an idle one (30 s), so that it never sends a request on one this side just closed.
+    GunicornServer(factory, {"bind": args.bind, "workers": 1, "threads": args.threads, "keepalive": 75,
+                             "worker_class": "velashard.webhook.worker.StickyThreadWorker",
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
                              "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
                              "proc_name": "velashard-webhook",

@@ -40,7 +40,8 @@ def review(i: int) -> dict:
 def bench_handler(n: int = 5000) -> dict:
     from velashard.sharding.proof import Signer
     from velashard.webhook.decisions import MutationContext, ValidationContext, mutate, parse_review
-    from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
+    from velashard.webhook.app import create_app, make_pick
+    from velashard.webhook.paths import MUTATING_PATH
 
     ctx = MutationContext(pick=make_pick("round-robin", lambda: ["shard-0", "shard-1", "shard-2"], dict,
                                          lambda namespace: None), signer=Signer.generate())

@@ -29,7 +29,7 @@ from velashard.observability import fields
 from velashard.sharding.guard import guard_objects
 from velashard.sharding.keys import SigningKey
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
-from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
+from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
 log = logging.getLogger("velashard.webhook.runner")
 

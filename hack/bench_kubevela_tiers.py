@@ -281,9 +281,10 @@ def run_setup(args: argparse.Namespace, sharded: bool) -> dict:
             result["continuous_updates"]["cpu_seconds"] = {name: round(tree_cpu_seconds(pid) - cpu_before[name], 1)
                                                            for name, pid in pids.items()}
             stop_profiles(profiles)
-            result["controllers_rss_mib_after_updates"] = round(sum(
-                tree_rss_kib(c.proc.pid) if n == "master" else c.rss_kib()
-                for n, c in cluster.controllers.items()) / 1024, 1)
+            after = {n: tree_rss_kib(c.proc.pid) if n == "master" else c.rss_kib()
+                     for n, c in cluster.controllers.items()}
+            result["continuous_updates"]["rss_kib_after"] = after
+            result["controllers_rss_mib_after_updates"] = round(sum(after.values()) / 1024, 1)
         tracker.stop()
     return result
 

@@ -20,6 +20,7 @@ from hack.bench_apiserver import Server, request, start_server  # noqa: E402
 from velashard.apis import labels  # noqa: E402
 from velashard.apis.oam import APPLICATIONS  # noqa: E402
 from velashard.core.install import install  # noqa: E402
+from velashard.core.authors import DEFAULT_USER  # noqa: E402
 from velashard.kube.client import KubeClient  # noqa: E402
 from velashard.kube.resources import NAMESPACES, PODS  # noqa: E402
 
@@ -90,6 +91,15 @@ class Controller:
         return scrape(self.metrics, name)
 
 
+def trust_default_user(client: KubeClient) -> None:
+    """The benchmarks' controllers run as admin, whose writes record no author, so their apps act as the default
+    user (impersonated, as in production): a platform that trusts such apps binds it to cluster-admin."""
+    client.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
+        "metadata": {"name": "bench-default-user"}, "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DEFAULT_USER}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}})
+
+
 @dataclass
 class Cluster:
     """`velashard apiserver --simulate-workloads` as a process, with the CRDs installed and namespace bench."""
@@ -106,6 +116,7 @@ class Cluster:
         try:
             install(self.client)  # also makes the runtime namespace
             self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS_NS}})
+            trust_default_user(self.client)
         except Exception:
             self.close()
             raise

@@ -7,6 +7,9 @@ and of X-Definition YAML objects (`spec.schematic.cue.template`), for instance K
 optionally a directory of examples (Markdown and YAML files holding `kind: Application` documents)
 whose component/trait/policy properties become realistic `parameter` values.
 
+CUE is read with velashard's own lexer, parser and syntax tree (`velashard.cue`): the split of `vela def`
+files, the parameter schema and the feature census walk the tree the evaluator compiles.
+
 Output: one self-contained CUE program per case (template, `parameter`, `context`), named
 `<origin>.<definition>.<variant>.<expression>.cue`, and `index.json` listing
 {file, expression, definition, kind, variant, source}. Feed them to `hack/cue_corpus_check.py`.
@@ -45,578 +48,91 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from velashard.cue import ast  # noqa: E402
+from velashard.cue.errors import CueError, Pos  # noqa: E402
+from velashard.cue.lexer import ATTR, FLOAT, IDENT, INT, STRING, Token, tokenize  # noqa: E402
+from velashard.cue.parser import Parser, parse_file  # noqa: E402
+
 # --------------------------------------------------------------------------------------------------
-# A small CUE scanner and parser: enough to split `vela def` files, read the parameter schema and
-# count which language features and builtins a template uses. Not an evaluator.
+# CUE read with velashard.cue's lexer, parser and syntax tree
 # --------------------------------------------------------------------------------------------------
 
 
-class ParseError(Exception):
-    pass
+class Source:
+    """A CUE text, its tokens and its syntax tree (CueError if it does not parse), with the source text of
+    a token or literal for the census and the metadata of `vela def` files."""
+
+    def __init__(self, text: str, name: str = "template.cue"):
+        self.text = text
+        self.tokens = tokenize(text, name)
+        self.tree = Parser(self.tokens, name).parse_file()
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._ends = {self.offset(t.pos): t.end for t in self.tokens if t.end}
+
+    def offset(self, pos: Pos) -> int:
+        return self._line_starts[pos.line - 1] + pos.col - 1
+
+    def raw(self, node: ast.Node | Token) -> str:
+        """The text of the token that starts where node does (a literal's quotes and escapes included)."""
+        start = self.offset(node.pos)
+        return self.text[start:self._ends.get(start, start)]
 
 
-@dataclass
-class Tok:
-    kind: str          # ident, string, interp, number, bottom, op, newline-comma (','), eof, attr
-    value: str
-    pos: int
-    line: int
-    text: str = ""     # raw text for strings
-    decoded: Any = None
-    preceded_by_comment: list = field(default_factory=list)
+# The nodes inside each kind of node, in source order. Interpolations are strings to this script: what
+# they interpolate is not walked. A list's element type is walked where it is written (see _element_type).
+_CHILDREN: dict[type, tuple[str, ...]] = {
+    ast.Paren: ("x",), ast.Unary: ("x",), ast.Binary: ("x", "y"), ast.Selector: ("x",),
+    ast.Index: ("x", "index"), ast.Slice: ("x", "lo", "hi"), ast.Call: ("fn", "args"), ast.Label: ("expr",),
+    ast.Field: ("label", "value"), ast.Embed: ("x",), ast.LetDecl: ("x",), ast.Ellipsis: ("x",),
+    ast.ForClause: ("source",), ast.IfClause: ("cond",), ast.LetClause: ("x",),
+    ast.Comprehension: ("clauses", "body"), ast.StructLit: ("decls",), ast.ListLit: ("elems",),
+}
 
 
-_OPS = ["...", "=~", "!~", "==", "!=", "<=", ">=", "&&", "||", "<-",
-        "&", "|", "+", "-", "*", "/", "<", ">", "!", "=", ":", ",", ".", "?",
-        "(", ")", "[", "]", "{", "}"]
-_IDENT_RE = re.compile(r"(?:_?#)?[A-Za-z_$][A-Za-z0-9_$]*")
-_NUM_RE = re.compile(
-    r"0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|"
-    r"(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9_]+)?(?:[KMGTP]i?)?")
+def _walk(x: Any) -> Iterator[Any]:
+    """Every node in x (a node or a list of them), parents before children."""
+    if isinstance(x, list):
+        for c in x:
+            yield from _walk(c)
+    elif isinstance(x, ast.Node):
+        yield x
+        for slot in _CHILDREN.get(type(x), ()):
+            yield from _walk(getattr(x, slot))
+        if type(x) is ast.ListLit:
+            yield from _walk(_element_type(x))
 
 
-def _scan_string(src: str, i: int) -> tuple[int, bool]:
-    """Scan a CUE string starting at i (at '#', '"' or "'"). Return (end, has_interpolation)."""
-    hashes = 0
-    while src[i] == "#":
-        hashes += 1
-        i += 1
-    q = src[i]
-    multi = src.startswith(q * 3, i)
-    delim = q * 3 if multi else q
-    i += len(delim)
-    close = delim + "#" * hashes
-    esc = "\\" + "#" * hashes
-    interp = False
-    n = len(src)
-    while i < n:
-        if src.startswith(close, i):
-            return i + len(close), interp
-        if src.startswith(esc, i):
-            j = i + len(esc)
-            if j < n and src[j] == "(":
-                interp = True
-                depth = 0
-                k = j
-                while k < n:
-                    c = src[k]
-                    if c in "\"'#" and (c != "#" or (k + 1 < n and src[k + 1] in "\"#'")):
-                        if c == "#":
-                            kk = k
-                            while kk < n and src[kk] == "#":
-                                kk += 1
-                            if kk < n and src[kk] in "\"'":
-                                k, _ = _scan_string(src, k)
-                                continue
-                            k += 1
-                            continue
-                        k, _ = _scan_string(src, k)
-                        continue
-                    if c == "(":
-                        depth += 1
-                    elif c == ")":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    k += 1
-                i = k + 1
-                continue
-            i = j + 1
-            continue
-        if not multi and src[i] == "\n":
-            raise ParseError(f"newline in string at {i}")
-        i += 1
-    raise ParseError("unterminated string")
+def _label_name(label: ast.Label) -> str | None:
+    """A field's name; None for dynamic labels and pattern constraints."""
+    return label.name if label.kind in ("ident", "string") else None
 
 
-def _decode_simple_string(raw: str) -> Any:
-    """Decode a CUE string literal without interpolation into a Python str (best effort)."""
-    hashes = len(raw) - len(raw.lstrip("#"))
-    body = raw[hashes:len(raw) - hashes] if hashes else raw
-    q = body[0]
-    if body.startswith(q * 3):
-        inner = body[3:-3]
-        lines = inner.split("\n")
-        # first line is empty, last line holds the indentation of the closing quotes
-        indent = lines[-1]
-        content = [ln[len(indent):] if ln.startswith(indent) else ln.lstrip() for ln in lines[1:-1]]
-        inner = "\n".join(content)
-    else:
-        inner = body[1:-1]
-    if hashes:
-        return inner
-    try:
-        return json.loads('"' + inner.replace('"', '\\"').replace("\\'", "'").replace('\\\\"', '\\"') + '"')
-    except Exception:
-        return inner
+def _is_field(node: Any) -> bool:
+    """A field (`x: v`, `x?: v`, `x!: v`), not a pattern constraint (`[string]: v`)."""
+    return type(node) is ast.Field and node.label.kind != "pattern"
 
 
-def tokenize(src: str) -> list[Tok]:
-    toks: list[Tok] = []
-    i, n, line = 0, len(src), 1
-    pending_comments: list[str] = []
-
-    def last_allows_comma() -> bool:
-        if not toks:
-            return False
-        t = toks[-1]
-        return (t.kind in ("ident", "string", "interp", "number", "bottom")
-                or (t.kind == "op" and t.value in (")", "]", "}", "...")))
-
-    while i < n:
-        c = src[i]
-        if c == "\n":
-            if last_allows_comma():
-                toks.append(Tok("op", ",", i, line, "\n"))
-            line += 1
-            i += 1
-            continue
-        if c in " \t\r":
-            i += 1
-            continue
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            j = n if j < 0 else j
-            pending_comments.append(src[i:j])
-            i = j
-            continue
-        start = i
-        if c == "@" and i + 1 < n and (src[i + 1].isalpha() or src[i + 1] == "_"):
-            m = _IDENT_RE.match(src, i + 1)
-            j = m.end()
-            if j < n and src[j] == "(":
-                depth = 0
-                while j < n:
-                    if src[j] == "(":
-                        depth += 1
-                    elif src[j] == ")":
-                        depth -= 1
-                        if depth == 0:
-                            j += 1
-                            break
-                    elif src[j] in "\"'":
-                        j, _ = _scan_string(src, j)
-                        continue
-                    j += 1
-            toks.append(Tok("attr", src[i:j], i, line))
-            i = j
-            continue
-        if c in "\"'" or (c == "#" and re.match(r"#+[\"']", src[i:i + 8])):
-            j, interp = _scan_string(src, i)
-            raw = src[i:j]
-            t = Tok("interp" if interp else "string", raw, start, line, raw)
-            if not interp:
-                t.decoded = _decode_simple_string(raw)
-            t.preceded_by_comment, pending_comments = pending_comments, []
-            toks.append(t)
-            line += raw.count("\n")
-            i = j
-            continue
-        if src.startswith("_|_", i):
-            toks.append(Tok("bottom", "_|_", i, line))
-            i += 3
-            continue
-        m = _IDENT_RE.match(src, i)
-        if m and not c.isdigit():
-            t = Tok("ident", m.group(0), i, line)
-            t.preceded_by_comment, pending_comments = pending_comments, []
-            toks.append(t)
-            i = m.end()
-            continue
-        if c.isdigit() or (c == "." and i + 1 < n and src[i + 1].isdigit()):
-            m = _NUM_RE.match(src, i)
-            toks.append(Tok("number", m.group(0), i, line))
-            i = m.end()
-            continue
-        for op in _OPS:
-            if src.startswith(op, i):
-                t = Tok("op", op, i, line)
-                if op in ("[", "("):
-                    t.preceded_by_comment, pending_comments = pending_comments, []
-                toks.append(t)
-                i += len(op)
-                break
-        else:
-            raise ParseError(f"unexpected character {c!r} at line {line}")
-    if last_allows_comma():
-        toks.append(Tok("op", ",", n, line, "\n"))
-    toks.append(Tok("eof", "", n, line))
-    return toks
+def _is_pattern(node: Any) -> bool:
+    return type(node) is ast.Field and node.label.kind == "pattern"
 
 
-# AST: plain tuples keep it small. Node kinds:
-# ("lit", python_value) ("str", python_str|None, raw) ("num", text) ("ident", name) ("bottom",)
-# ("struct", [decl...]) ("list", [elem...])
-# ("binop", op, l, r) ("unary", op, x) ("sel", x, name) ("index", x, idx) ("slice", x, a, b)
-# ("call", fn, [args]) ("comp", [clauses], body) ("ellipsis", expr|None) ("alias", name, expr)
-# decls: ("field", label, flag, value, comments) flag in "", "?", "!"
-#        ("pattern", label_expr, value) ("let", name, expr) ("embed", expr) ("comp", clauses, body)
-#        ("ellipsis", expr|None) ("import", path, alias)
-# labels: ("ident", name) ("str", value) ("dyn", expr) ("alias", name, label)
-
-_BINPREC = {"|": 1, "&": 2, "||": 3, "&&": 4, "==": 5, "!=": 5, "<": 5, "<=": 5, ">": 5, ">=": 5,
-            "=~": 5, "!~": 5, "+": 6, "-": 6, "*": 7, "/": 7}
-_UNARY = {"+", "-", "!", "*", "!=", "<", "<=", ">", ">=", "=~", "!~"}
+def _ident(node: Any, name: str | None = None) -> bool:
+    return type(node) is ast.Ident and (name is None or node.name == name)
 
 
-class Parser:
-    def __init__(self, src: str):
-        self.src = src
-        self.toks = tokenize(src)
-        self.i = 0
-
-    # helpers
-    def peek(self, k: int = 0) -> Tok:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def at(self, kind: str, value: str | None = None, k: int = 0) -> bool:
-        t = self.peek(k)
-        return t.kind == kind and (value is None or t.value == value)
-
-    def at_op(self, value: str, k: int = 0) -> bool:
-        return self.at("op", value, k)
-
-    def next(self) -> Tok:
-        t = self.toks[self.i]
-        self.i += 1
-        return t
-
-    def expect_op(self, value: str) -> Tok:
-        t = self.next()
-        if not (t.kind == "op" and t.value == value):
-            raise ParseError(f"expected {value!r} at line {t.line}, got {t.value!r}")
-        return t
-
-    def skip_attrs(self) -> None:
-        while self.at("attr"):
-            self.next()
-
-    def skip_commas(self) -> None:
-        while self.at_op(","):
-            self.next()
-
-    # file and struct bodies
-    def parse_file(self) -> list:
-        decls = []
-        self.skip_commas()
-        if self.at("ident", "package"):
-            self.next()
-            self.next()
-        while True:
-            self.skip_commas()
-            self.skip_attrs()
-            self.skip_commas()
-            if self.at("ident", "import") and not self.at_op(":", 1):
-                self.next()
-                if self.at_op("("):
-                    self.next()
-                    while True:
-                        self.skip_commas()
-                        if self.at_op(")"):
-                            self.next()
-                            break
-                        decls.append(self._import_spec())
-                else:
-                    decls.append(self._import_spec())
-                continue
-            break
-        decls.extend(self.parse_decls("eof"))
-        return decls
-
-    def _import_spec(self) -> tuple:
-        alias = None
-        if self.at("ident"):
-            alias = self.next().value
-        t = self.next()
-        if t.kind != "string":
-            raise ParseError(f"bad import at line {t.line}")
-        return ("import", t.decoded, alias)
-
-    def parse_decls(self, end: str) -> list:
-        decls = []
-        while True:
-            self.skip_commas()
-            self.skip_attrs()
-            self.skip_commas()
-            if end == "eof" and self.at("eof"):
-                return decls
-            if end == "}" and self.at_op("}"):
-                self.next()
-                return decls
-            if self.at("eof"):
-                raise ParseError("unexpected end of input")
-            decls.append(self.parse_decl())
-            self.skip_attrs()
-            if not (self.at_op(",") or self.at_op("}") or self.at("eof")):
-                t = self.peek()
-                raise ParseError(f"expected ',' or '}}' at line {t.line}, got {t.value!r}")
-
-    def parse_decl(self) -> tuple:
-        t = self.peek()
-        if t.kind == "ident" and t.value == "let" and self.at("ident", None, 1) and self.at_op("=", 2):
-            self.next()
-            name = self.next().value
-            self.expect_op("=")
-            return ("let", name, self.parse_expr())
-        if self.at_op("..."):
-            self.next()
-            if self.at_op(",") or self.at_op("}") or self.at("eof"):
-                return ("ellipsis", None)
-            return ("ellipsis", self.parse_expr())
-        if t.kind == "ident" and t.value in ("for", "if") and not self.at_op(":", 1) \
-                and not ((self.at_op("?", 1) or self.at_op("!", 1)) and self.at_op(":", 2)):
-            clauses = self.parse_clauses()
-            body = self.parse_operand()
-            return ("comp", clauses, body)
-        # field alias X=label
-        alias = None
-        if t.kind == "ident" and self.at_op("=", 1):
-            alias = t.value
-            self.next()
-            self.next()
-        start = self.i
-        comments = self.peek().preceded_by_comment
-        label = self.try_label()
-        if label is not None:
-            flag = ""
-            if self.at_op("?") or self.at_op("!"):
-                flag = self.next().value
-            if self.at_op(":"):
-                self.next()
-                self.skip_attrs()
-                value = self.parse_field_value()
-                self.skip_attrs()
-                if alias:
-                    label = ("alias", alias, label)
-                if label[0] == "pattern":
-                    return ("pattern", label[1], value)
-                return ("field", label, flag, value, comments)
-        self.i = start
-        if alias:
-            raise ParseError(f"alias without field at line {t.line}")
-        return ("embed", self.parse_expr())
-
-    def parse_field_value(self) -> Any:
-        # chained labels a: b: c: v
-        start = self.i
-        comments = self.peek().preceded_by_comment
-        alias = None
-        if self.at("ident") and self.at_op("=", 1):
-            alias = self.next().value
-            self.next()
-        label = self.try_label()
-        if label is not None:
-            flag = ""
-            if self.at_op("?") or self.at_op("!"):
-                flag = self.next().value
-            if self.at_op(":"):
-                self.next()
-                self.skip_attrs()
-                value = self.parse_field_value()
-                if alias:
-                    label = ("alias", alias, label)
-                if label[0] == "pattern":
-                    return ("struct", [("pattern", label[1], value)])
-                return ("struct", [("field", label, flag, value, comments)])
-        self.i = start
-        return self.parse_expr()
-
-    def try_label(self) -> tuple | None:
-        t = self.peek()
-        if t.kind == "ident":
-            if self.at_op(":", 1) or ((self.at_op("?", 1) or self.at_op("!", 1)) and self.at_op(":", 2)):
-                self.next()
-                return ("ident", t.value)
-            return None
-        if t.kind == "string":
-            if self.at_op(":", 1) or ((self.at_op("?", 1) or self.at_op("!", 1)) and self.at_op(":", 2)):
-                self.next()
-                return ("str", t.decoded)
-            return None
-        if t.kind == "interp":
-            if self.at_op(":", 1) or ((self.at_op("?", 1) or self.at_op("!", 1)) and self.at_op(":", 2)):
-                self.next()
-                return ("dyn", ("str", None, t.text))
-            return None
-        if t.kind == "op" and t.value in ("(", "["):
-            save = self.i
-            try:
-                if t.value == "(":
-                    self.next()
-                    e = self.parse_expr()
-                    self.expect_op(")")
-                    lab = ("dyn", e)
-                else:
-                    self.next()
-                    if self.at("ident") and self.at_op("=", 1):
-                        self.next()
-                        self.next()
-                    e = self.parse_expr()
-                    self.expect_op("]")
-                    lab = ("pattern", e)
-                if self.at_op(":") or ((self.at_op("?") or self.at_op("!")) and self.at_op(":", 1)):
-                    return lab
-            except ParseError:
-                pass
-            self.i = save
-        return None
-
-    def parse_clauses(self) -> list:
-        clauses = []
-        while True:
-            # a newline between clauses, or before the body, does not end the comprehension
-            if clauses and self.at_op(",") and self.peek().text == "\n" and (
-                    self.at("ident", "for", 1) or self.at("ident", "if", 1) or self.at("ident", "let", 1)
-                    or self.at_op("{", 1)):
-                self.next()
-            if self.at("ident", "for"):
-                self.next()
-                a = self.next().value
-                b = None
-                if self.at_op(","):
-                    self.next()
-                    b = self.next().value
-                if not self.at("ident", "in"):
-                    raise ParseError(f"expected 'in' at line {self.peek().line}")
-                self.next()
-                clauses.append(("for", a, b, self.parse_expr()))
-            elif self.at("ident", "if"):
-                self.next()
-                clauses.append(("if", self.parse_expr()))
-            elif self.at("ident", "let") and self.at_op("=", 2):
-                self.next()
-                name = self.next().value
-                self.next()
-                clauses.append(("let", name, self.parse_expr()))
-            else:
-                return clauses
-
-    # expressions
-    def parse_expr(self, prec: int = 1) -> Any:
-        left = self.parse_unary()
-        while True:
-            t = self.peek()
-            if t.kind == "op" and t.value in _BINPREC and _BINPREC[t.value] >= prec:
-                op = t.value
-                self.next()
-                right = self.parse_expr(_BINPREC[op] + 1)
-                left = ("binop", op, left, right)
-                continue
-            return left
-
-    def parse_unary(self) -> Any:
-        t = self.peek()
-        if t.kind == "op" and t.value in _UNARY:
-            self.next()
-            return ("unary", t.value, self.parse_unary())
-        return self.parse_primary()
-
-    def parse_primary(self) -> Any:
-        x = self.parse_operand()
-        while True:
-            if self.at_op("."):
-                self.next()
-                t = self.next()
-                if t.kind == "ident":
-                    x = ("sel", x, t.value)
-                elif t.kind == "string":
-                    x = ("sel", x, t.decoded)
-                else:
-                    raise ParseError(f"bad selector at line {t.line}")
-            elif self.at_op("["):
-                self.next()
-                if self.at_op(":"):
-                    self.next()
-                    b = None if self.at_op("]") else self.parse_expr()
-                    self.expect_op("]")
-                    x = ("slice", x, None, b)
-                    continue
-                a = self.parse_expr()
-                if self.at_op(":"):
-                    self.next()
-                    b = None if self.at_op("]") else self.parse_expr()
-                    self.expect_op("]")
-                    x = ("slice", x, a, b)
-                    continue
-                self.expect_op("]")
-                x = ("index", x, a)
-            elif self.at_op("("):
-                self.next()
-                args = []
-                while True:
-                    self.skip_commas()
-                    if self.at_op(")"):
-                        self.next()
-                        break
-                    args.append(self.parse_expr())
-                x = ("call", x, args)
-            else:
-                return x
-
-    def parse_operand(self) -> Any:
-        t = self.next()
-        if t.kind == "ident":
-            if t.value == "true":
-                return ("lit", True)
-            if t.value == "false":
-                return ("lit", False)
-            if t.value == "null":
-                return ("lit", None)
-            return ("ident", t.value)
-        if t.kind == "bottom":
-            return ("bottom",)
-        if t.kind == "string":
-            if t.text.lstrip("#").startswith("'"):
-                return ("bytes", t.decoded, t.text)
-            return ("str", t.decoded, t.text)
-        if t.kind == "interp":
-            return ("str", None, t.text)
-        if t.kind == "number":
-            return ("num", t.value)
-        if t.kind == "op":
-            if t.value == "(":
-                e = self.parse_expr()
-                self.expect_op(")")
-                return ("paren", e)
-            if t.value == "{":
-                return ("struct", self.parse_decls("}"))
-            if t.value == "[":
-                return ("list", self.parse_list_elems())
-        raise ParseError(f"unexpected {t.value!r} at line {t.line}")
-
-    def parse_list_elems(self) -> list:
-        elems = []
-        while True:
-            self.skip_commas()
-            if self.at_op("]"):
-                self.next()
-                return elems
-            if self.at_op("..."):
-                self.next()
-                if self.at_op("]") or self.at_op(","):
-                    elems.append(("ellipsis", None))
-                else:
-                    elems.append(("ellipsis", self.parse_expr()))
-            elif self.at("ident", "for") or (self.at("ident", "if") and not self.at_op(":", 1)):
-                clauses = self.parse_clauses()
-                elems.append(("comp", clauses, self.parse_operand()))
-            elif self.at("ident") and self.at_op("=", 1):
-                name = self.next().value
-                self.next()
-                elems.append(("alias", name, self.parse_expr()))
-            else:
-                elems.append(self.parse_expr())
-            self.skip_attrs()
-            if not (self.at_op(",") or self.at_op("]")):
-                t = self.peek()
-                raise ParseError(f"expected ',' or ']' at line {t.line}, got {t.value!r}")
+def _element_type(lst: ast.ListLit) -> Any:
+    """The T of `[..., ...T]`; None for a closed list and for `...` alone (the parser's `..._`)."""
+    return None if lst.tail is None or _ident(lst.tail, "_") else lst.tail
 
 
-def parse_cue(src: str) -> list:
-    return Parser(src).parse_file()
+def _number(lit: ast.Lit) -> Any:
+    """An int, or a float where the literal is one (CUE's decimals as Python floats)."""
+    return float(lit.value) if lit.kind == "float" else lit.value
 
 
 # --------------------------------------------------------------------------------------------------
@@ -636,109 +152,82 @@ class Definition:
     error: str = ""
 
 
-def _top_level_spans(src: str) -> Iterator[tuple[str, int, int, int, int]]:
-    """Yield (label, label_start, value_start, value_end, decl_end) for top-level fields whose
-    value is a struct literal; import spans as ("import", start, -, -, end)."""
-    toks = tokenize(src)
-    i, depth = 0, 0
-    n = len(toks)
-    while i < n:
-        t = toks[i]
-        if depth == 0 and t.kind == "ident" and t.value == "import" and not (
-                toks[i + 1].kind == "op" and toks[i + 1].value == ":"):
+def _import_texts(src: Source) -> list[str]:
+    """The file's import declarations, verbatim (`import "strings"`, `import (...)`)."""
+    texts, depth, toks = [], 0, src.tokens
+    for i, t in enumerate(toks):
+        if depth == 0 and t.kind == IDENT and t.value == "import" and toks[i + 1].kind != ":":
             j = i + 1
-            if toks[j].kind == "op" and toks[j].value == "(":
-                while not (toks[j].kind == "op" and toks[j].value == ")"):
+            if toks[j].kind == "(":
+                while toks[j].kind != ")":
                     j += 1
-            else:
-                if toks[j].kind == "ident":
-                    j += 1
-            end = toks[j].pos + len(toks[j].value if toks[j].kind != "string" else toks[j].text)
-            yield ("import", t.pos, t.pos, end, end)
-            i = j + 1
-            continue
-        if depth == 0 and t.kind in ("ident", "string") and i + 2 < n and toks[i + 1].kind == "op" \
-                and toks[i + 1].value == ":" and toks[i + 2].kind == "op" and toks[i + 2].value == "{":
-            label = t.value if t.kind == "ident" else t.decoded
-            j = i + 2
-            d = 0
-            while j < n:
-                tj = toks[j]
-                if tj.kind == "op" and tj.value == "{":
-                    d += 1
-                elif tj.kind == "op" and tj.value == "}":
-                    d -= 1
-                    if d == 0:
-                        break
+            elif toks[j].kind == IDENT:
                 j += 1
-            yield (label, t.pos, toks[i + 2].pos, toks[j].pos + 1, toks[j].pos + 1)
-            i = j + 1
-            continue
-        if t.kind == "op" and t.value in "{[(":
+            texts.append(src.text[src.offset(t.pos):toks[j].end])
+        elif t.kind in ("{", "[", "("):
             depth += 1
-        elif t.kind == "op" and t.value in "}])":
+        elif t.kind in ("}", "]", ")"):
             depth -= 1
-        i += 1
+    return texts
 
 
-def _literal(node: Any) -> Any:
-    """Evaluate a literal-only AST node (metadata of a definition)."""
-    k = node[0]
-    if k == "lit":
-        return node[1]
-    if k in ("str", "bytes"):
-        return node[1] if node[1] is not None else node[2]
-    if k == "num":
-        return _num(node[1])
-    if k == "paren":
-        return _literal(node[1])
-    if k == "list":
-        return [_literal(e) for e in node[1] if e[0] not in ("ellipsis", "comp")]
-    if k == "struct":
+def _struct_body(src: Source, lit: ast.StructLit) -> str:
+    """The text between a struct literal's braces."""
+    begin, depth = src.offset(lit.pos), 0
+    for t in src.tokens:
+        at = src.offset(t.pos)
+        if at < begin or t.kind not in ("{", "}"):
+            continue
+        depth += 1 if t.kind == "{" else -1
+        if depth == 0:
+            return src.text[begin + 1:at]
+    raise CueError("unbalanced braces", "syntax", "", (lit.pos,))
+
+
+def _top_level_structs(src: Source) -> Iterator[tuple[str, ast.StructLit]]:
+    """(label, value) of the top-level fields whose value is a struct literal written `label: {`."""
+    for d in src.tree.body.decls:
+        if _is_field(d) and d.constraint == "" and type(d.value) is ast.StructLit \
+                and src.text[src.offset(d.value.pos)] == "{":
+            yield d.label.name, d.value
+
+
+def _literal(node: Any, src: Source) -> Any:
+    """The plain data of a literal-only expression (a definition's metadata): the first term of a disjunction,
+    interpolated strings as written, None for anything else."""
+    t = type(node)
+    if t is ast.Lit:
+        if node.kind == "bytes":
+            return node.value.decode("utf-8", "replace")
+        return _number(node) if node.kind in ("int", "float") else node.value
+    if t is ast.Interp:
+        return src.raw(node)
+    if t is ast.Paren:
+        return _literal(node.x, src)
+    if t is ast.ListLit:
+        return [_literal(e, src) for e in node.elems if type(e) is not ast.Comprehension]
+    if t is ast.StructLit:
         out: dict = {}
-        for d in node[1]:
-            if d[0] == "field":
-                lab = _label_name(d[1])
+        for d in node.decls:
+            if _is_field(d):
+                lab = _label_name(d.label)
                 if lab is None:
                     continue
-                v = _literal(d[3])
+                v = _literal(d.value, src)
                 if isinstance(v, dict) and isinstance(out.get(lab), dict):
                     out[lab] = {**out[lab], **v}
                 else:
                     out[lab] = v
-            elif d[0] == "embed":
-                v = _literal(d[1])
+            elif type(d) is ast.Embed:
+                v = _literal(d.x, src)
                 if isinstance(v, dict):
                     out.update(v)
         return out
-    if k == "binop" and node[1] == "|":
-        return _literal(node[2])
-    if k == "unary" and node[1] == "*":
-        return _literal(node[2])
+    if t is ast.Binary and node.op == "|":
+        return _literal(node.x, src)
+    if t is ast.Unary and node.op == "*":
+        return _literal(node.x, src)
     return None
-
-
-def _label_name(label: tuple) -> str | None:
-    if label[0] == "ident":
-        return label[1]
-    if label[0] == "str":
-        return label[1]
-    if label[0] == "alias":
-        return _label_name(label[2])
-    return None
-
-
-def _num(text: str) -> Any:
-    t = text.replace("_", "")
-    mult = {"K": 1000, "M": 1000 ** 2, "G": 1000 ** 3, "T": 1000 ** 4, "P": 1000 ** 5,
-            "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4, "Pi": 1024 ** 5}
-    for suf in ("Ki", "Mi", "Gi", "Ti", "Pi", "K", "M", "G", "T", "P"):
-        if t.endswith(suf):
-            return int(float(t[:-len(suf)]) * mult[suf])
-    try:
-        return int(t, 0)
-    except ValueError:
-        return float(t)
 
 
 def _origin(rel: str) -> str:
@@ -753,21 +242,18 @@ def _origin(rel: str) -> str:
 
 
 def read_definition(path: str, root: str) -> Definition | None:
-    src = open(path, encoding="utf-8").read()
     rel = os.path.relpath(path, root)
-    origin = _origin(rel)
-    imports, meta_name, meta_span, tmpl_span = [], None, None, None
-    for label, start, vstart, vend, end in _top_level_spans(src):
-        if label == "import":
-            imports.append(src[start:end])
-        elif label == "template":
-            tmpl_span = (vstart, vend)
+    src = Source(open(path, encoding="utf-8").read(), rel)
+    meta_name, meta_node, tmpl_node = None, None, None
+    for label, value in _top_level_structs(src):
+        if label == "template":
+            tmpl_node = value
         elif meta_name is None:
-            meta_name, meta_span = label, (vstart, vend)
-    if meta_name is None or tmpl_span is None:
+            meta_name, meta_node = label, value
+    if meta_name is None or tmpl_node is None:
         return None
-    meta = _literal(("struct", Parser(src[meta_span[0] + 1:meta_span[1] - 1]).parse_decls("eof")))
-    body = _dedent(src[tmpl_span[0] + 1:tmpl_span[1] - 1])
+    meta = _literal(meta_node, src)
+    body = _dedent(_struct_body(src, tmpl_node))
     attrs = meta.get("attributes") or {}
     status = {}
     st = attrs.get("status") or {}
@@ -775,10 +261,8 @@ def read_definition(path: str, root: str) -> Definition | None:
         if isinstance(st.get(key), str) and st[key].strip():
             status[key] = st[key]
     return Definition(path=rel, name=meta_name, kind=str(meta.get("type", "")),
-                      imports="\n".join(imports), template=body, metadata=meta, status=status,
-                      origin=origin)
-
-
+                      imports="\n".join(_import_texts(src)), template=body, metadata=meta, status=status,
+                      origin=_origin(rel))
 _KINDS = {"ComponentDefinition": "component", "TraitDefinition": "trait", "PolicyDefinition": "policy",
           "WorkflowStepDefinition": "workflow-step"}
 
@@ -832,63 +316,68 @@ def kubevela_template(d: Definition) -> str:
     return d.template
 
 
+
 # --------------------------------------------------------------------------------------------------
 # parameter values: from examples, or synthesized from the parameter schema
 # --------------------------------------------------------------------------------------------------
 
 NOVALUE = object()
+_TYPE_KINDS = {"string": "string", "int": "int", "float": "float", "number": "number", "bool": "bool",
+               "bytes": "bytes", "null": "null", "uint": "int", "int8": "int", "int16": "int", "int32": "int",
+               "int64": "int", "uint8": "int", "uint16": "int", "uint32": "int", "uint64": "int",
+               "float32": "float", "float64": "float", "rune": "int", "byte": "int"}
 
 
 class Schema:
-    """Reads a template's parameter schema (AST) and makes plausible values for it."""
+    """Reads a template's parameter schema (its syntax tree) and makes plausible values for it."""
 
-    def __init__(self, template_ast: list, seed_mode: str):
+    def __init__(self, decls: list, seed_mode: str):
         self.mode = seed_mode            # "min": required fields only; "full": every field
         self.defs: dict[str, Any] = {}
         self.lets: dict[str, Any] = {}
         # definitions and lets wherever they are declared (nested scopes rarely reuse a name)
-        for node in _walk(template_ast):
-            if node[0] == "field":
-                n = _label_name(node[1])
+        for node in _walk(decls):
+            if _is_field(node):
+                n = _label_name(node.label)
                 if n and (n.startswith("#") or n.startswith("_#")) and n not in self.defs:
-                    self.defs[n] = node[3]
-            elif node[0] == "let" and len(node) == 3 and isinstance(node[1], str):
-                self.lets.setdefault(node[1], node[2])
-        for d in template_ast:
-            if d[0] == "field":
-                n = _label_name(d[1])
-                if n and n in self.defs and d[3] is not self.defs[n]:
-                    self.defs[n] = self._merge(self.defs[n], d[3])
+                    self.defs[n] = node.value
+            elif type(node) in (ast.LetDecl, ast.LetClause):
+                self.lets.setdefault(node.name, node.x)
+        for d in decls:
+            if _is_field(d):
+                n = _label_name(d.label)
+                if n and n in self.defs and d.value is not self.defs[n]:
+                    self.defs[n] = self._merge(self.defs[n], d.value)
         # plain fields used as types (`items: [...item]` with `item: {...}` beside the parameter)
         self.fields: dict[str, Any] = {}
-        for node in _walk(template_ast):
-            if node[0] == "field":
-                n = _label_name(node[1])
+        for node in _walk(decls):
+            if _is_field(node):
+                n = _label_name(node.label)
                 if n and n not in self.fields and n != "parameter":
-                    self.fields[n] = node[3]
+                    self.fields[n] = node.value
         # parameter fields the template decodes as JSON or YAML text
         self.encoded: dict[str, str] = {}
-        for node in _walk(template_ast):
-            if node[0] == "call" and node[1][0] == "sel" and node[1][2] in ("Unmarshal", "Validate") \
-                    and node[1][1][0] == "ident" and node[2]:
-                arg = node[2][0]
-                while arg[0] == "sel":
-                    if arg[1][0] == "ident" and arg[1][1] == "parameter":
-                        self.encoded[arg[2]] = node[1][1][1]
+        for node in _walk(decls):
+            if type(node) is ast.Call and type(node.fn) is ast.Selector and node.fn.label in ("Unmarshal", "Validate") \
+                    and _ident(node.fn.x) and node.args:
+                arg = node.args[0]
+                while type(arg) is ast.Selector:
+                    if _ident(arg.x, "parameter"):
+                        self.encoded[arg.label] = node.fn.x.name
                         break
-                    arg = arg[1]
+                    arg = arg.x
         self.params = None
-        for d in template_ast:
-            if d[0] == "field" and _label_name(d[1]) == "parameter":
-                self.params = self._merge(self.params, d[3])
+        for d in decls:
+            if _is_field(d) and _label_name(d.label) == "parameter":
+                self.params = self._merge(self.params, d.value)
         if self.params is None:
             # no `parameter:` of its own, but e.g. `_params: #parameter & parameter`
-            for node in _walk(template_ast):
-                if node[0] == "binop" and node[1] == "&":
-                    a, b = node[2], node[3]
-                    if b == ("ident", "parameter"):
+            for node in _walk(decls):
+                if type(node) is ast.Binary and node.op == "&":
+                    a, b = node.x, node.y
+                    if _ident(b, "parameter"):
                         a, b = b, a
-                    if a == ("ident", "parameter") and b[0] in ("ident", "struct", "call"):
+                    if _ident(a, "parameter") and type(b) in (ast.Ident, ast.StructLit, ast.Call):
                         self.params = b
                         break
         self.depth = 0
@@ -897,7 +386,7 @@ class Schema:
     def _merge(a: Any, b: Any) -> Any:
         if a is None:
             return b
-        return ("binop", "&", a, b)
+        return ast.Binary("&", a, b, b.pos)
 
     def value(self) -> Any:
         if self.params is None:
@@ -915,19 +404,19 @@ class Schema:
         return s
 
     def _collect(self, node: Any, s: dict, seen: tuple) -> None:
-        k = node[0]
-        if k == "paren":
-            return self._collect(node[1], s, seen)
-        if k == "binop" and node[1] == "&":
-            self._collect(node[2], s, seen)
-            self._collect(node[3], s, seen)
+        k = type(node)
+        if k is ast.Paren:
+            return self._collect(node.x, s, seen)
+        if k is ast.Binary and node.op == "&":
+            self._collect(node.x, s, seen)
+            self._collect(node.y, s, seen)
             return
-        if k == "binop" and node[1] == "|":
-            alts = []
+        if k is ast.Binary and node.op == "|":
+            alts: list = []
             self._alts(node, alts)
-            defaults = [a[2] for a in alts if a[0] == "unary" and a[1] == "*"]
-            plain = [a[2] if a[0] == "unary" and a[1] == "*" else a for a in alts]
-            plain = [a for a in plain if a[0] != "bottom"]
+            defaults = [a.x for a in alts if type(a) is ast.Unary and a.op == "*"]
+            plain = [a.x if type(a) is ast.Unary and a.op == "*" else a for a in alts]
+            plain = [a for a in plain if type(a) is not ast.BottomLit]
             if defaults:
                 for dnode in defaults:
                     dv = self._literal_value(dnode)
@@ -943,52 +432,47 @@ class Schema:
             else:
                 s["alts"].append(subs)
             return
-        if k == "unary" and node[1] == "*":
-            dv = self._literal_value(node[2])
-            s["default"].append(dv if dv is not NOVALUE else ("node", node[2]))
-            return self._collect(node[2], s, seen)
-        if k == "unary" and node[1] in (">", ">=", "<", "<="):
-            v = self._literal_value(node[2])
+        if k is ast.Unary and node.op == "*":
+            dv = self._literal_value(node.x)
+            s["default"].append(dv if dv is not NOVALUE else ("node", node.x))
+            return self._collect(node.x, s, seen)
+        if k is ast.Unary and node.op in (">", ">=", "<", "<="):
+            v = self._literal_value(node.x)
             if isinstance(v, (int, float)):
-                if node[1] in (">", ">="):
-                    lo = v + (1 if node[1] == ">" and isinstance(v, int) else 0)
+                if node.op in (">", ">="):
+                    lo = v + (1 if node.op == ">" and isinstance(v, int) else 0)
                     s["lo"] = lo if s["lo"] is None else max(s["lo"], lo)
                 else:
-                    hi = v - (1 if node[1] == "<" and isinstance(v, int) else 0)
+                    hi = v - (1 if node.op == "<" and isinstance(v, int) else 0)
                     s["hi"] = hi if s["hi"] is None else min(s["hi"], hi)
                 s["kinds"].add("number")
             elif isinstance(v, str):
                 s["kinds"].add("string")
             return
-        if k == "unary" and node[1] in ("=~",):
-            v = self._literal_value(node[2])
+        if k is ast.Unary and node.op == "=~":
+            v = self._literal_value(node.x)
             if isinstance(v, str):
                 s["regex"].append(v)
             s["kinds"].add("string")
             return
-        if k == "unary" and node[1] in ("!=", "!~"):
+        if k is ast.Unary and node.op in ("!=", "!~"):
             return
-        if k == "unary" and node[1] == "-":
+        if k is ast.Unary and node.op == "-":
             v = self._literal_value(node)
             if v is not NOVALUE:
                 s["lits"].append(v)
             return
-        if k in ("lit", "str", "num", "bytes"):
+        if k is ast.Lit or k is ast.Interp:
             v = self._literal_value(node)
             if v is not NOVALUE:
                 s["lits"].append(v)
             else:
                 s["kinds"].add("string")
             return
-        if k == "ident":
-            name = node[1]
-            builtin = {"string": "string", "int": "int", "float": "float", "number": "number",
-                       "bool": "bool", "bytes": "bytes", "null": "null", "uint": "int",
-                       "int8": "int", "int16": "int", "int32": "int", "int64": "int",
-                       "uint8": "int", "uint16": "int", "uint32": "int", "uint64": "int",
-                       "float32": "float", "float64": "float", "rune": "int", "byte": "int"}
-            if name in builtin:
-                s["kinds"].add(builtin[name])
+        if k is ast.Ident:
+            name = node.name
+            if name in _TYPE_KINDS:
+                s["kinds"].add(_TYPE_KINDS[name])
                 if name.startswith("uint") and s["lo"] is None:
                     s["lo"] = 0
                 return
@@ -999,32 +483,33 @@ class Schema:
                 return self._collect(self.defs[name], s, seen + (name,))
             if name in self.lets and name not in seen:
                 return self._collect(self.lets[name], s, seen + (name,))
-            if name in self.fields and name not in seen and self.fields[name][0] in ("struct", "binop", "call"):
+            if name in self.fields and name not in seen \
+                    and type(self.fields[name]) in (ast.StructLit, ast.Binary, ast.Call):
                 return self._collect(self.fields[name], s, seen + (name,))
             s["unknown"] = True
             return
-        if k == "struct":
-            s["structs"].append(node[1])
+        if k is ast.StructLit:
+            s["structs"].append(node.decls)
             s["kinds"].add("struct")
             return
-        if k == "list":
-            s["lists"].append(node[1])
+        if k is ast.ListLit:
+            s["lists"].append(node)
             s["kinds"].add("list")
             return
-        if k == "call":
-            fn = node[1]
-            if fn[0] == "ident" and fn[1] == "close" and node[2]:
-                return self._collect(node[2][0], s, seen)
-            if fn[0] == "sel" and fn[1][0] == "ident":
-                pkg, name = fn[1][1], fn[2]
+        if k is ast.Call:
+            fn = node.fn
+            if _ident(fn, "close") and node.args:
+                return self._collect(node.args[0], s, seen)
+            if type(fn) is ast.Selector and _ident(fn.x):
+                pkg, name = fn.x.name, fn.label
                 if pkg == "strings":
                     s["kinds"].add("string")
                     if name == "MinRunes":
-                        s["minrunes"] = self._literal_value(node[2][0]) if node[2] else 1
+                        s["minrunes"] = self._literal_value(node.args[0]) if node.args else 1
                 elif pkg == "list":
                     s["kinds"].add("list")
                     if name == "MinItems":
-                        s["minitems"] = self._literal_value(node[2][0]) if node[2] else 1
+                        s["minitems"] = self._literal_value(node.args[0]) if node.args else 1
                 elif pkg == "net":
                     s["kinds"].add("string")
                 else:
@@ -1032,61 +517,58 @@ class Schema:
                 return
             s["unknown"] = True
             return
-        if k == "sel" and node[1][0] == "ident" and node[1][1] in self.defs:
+        if k is ast.Selector and _ident(node.x) and node.x.name in self.defs:
             # #Def.field
-            return self._collect(self._select(self.defs[node[1][1]], node[2]) or ("ident", "_"), s, seen)
+            selected = self._select(self.defs[node.x.name], node.label)
+            return self._collect(selected if selected is not None else ast.Ident("_", node.pos), s, seen)
         s["unknown"] = True
 
     def _select(self, node: Any, name: str) -> Any:
-        if node[0] == "struct":
-            for d in node[1]:
-                if d[0] == "field" and _label_name(d[1]) == name:
-                    return d[3]
+        if type(node) is ast.StructLit:
+            for d in node.decls:
+                if _is_field(d) and _label_name(d.label) == name:
+                    return d.value
         return None
 
     def _alts(self, node: Any, out: list) -> None:
-        if node[0] == "binop" and node[1] == "|":
-            self._alts(node[2], out)
-            self._alts(node[3], out)
-        elif node[0] == "paren" and node[1][0] == "binop" and node[1][1] == "|":
-            self._alts(node[1], out)
+        if type(node) is ast.Binary and node.op == "|":
+            self._alts(node.x, out)
+            self._alts(node.y, out)
+        elif type(node) is ast.Paren and type(node.x) is ast.Binary and node.x.op == "|":
+            self._alts(node.x, out)
         else:
             out.append(node)
 
     def _literal_value(self, node: Any) -> Any:
-        k = node[0]
-        if k == "lit":
-            return node[1]
-        if k == "str":
-            return node[1] if node[1] is not None else NOVALUE
-        if k == "num":
-            return _num(node[1])
-        if k == "paren":
-            return self._literal_value(node[1])
-        if k == "unary" and node[1] == "-":
-            v = self._literal_value(node[2])
+        k = type(node)
+        if k is ast.Lit:
+            if node.kind == "bytes":
+                return NOVALUE
+            return _number(node) if node.kind in ("int", "float") else node.value
+        if k is ast.Paren:
+            return self._literal_value(node.x)
+        if k is ast.Unary and node.op == "-":
+            v = self._literal_value(node.x)
             return -v if isinstance(v, (int, float)) else NOVALUE
-        if k == "list":
+        if k is ast.ListLit:
             vals = []
-            for e in node[1]:
-                if e[0] in ("ellipsis", "comp"):
-                    if e[0] == "ellipsis":
-                        continue
+            for e in node.elems:
+                if type(e) is ast.Comprehension:
                     return NOVALUE
                 v = self._literal_value(e)
                 if v is NOVALUE:
                     return NOVALUE
                 vals.append(v)
             return vals
-        if k == "struct":
+        if k is ast.StructLit:
             out = {}
-            for d in node[1]:
-                if d[0] != "field" or d[2] == "?":
-                    if d[0] == "field":
-                        continue
+            for d in node.decls:
+                if not _is_field(d):
                     return NOVALUE
-                v = self._literal_value(d[3])
-                n = _label_name(d[1])
+                if d.constraint == "?":
+                    continue
+                v = self._literal_value(d.value)
+                n = _label_name(d.label)
                 if v is NOVALUE or n is None:
                     return NOVALUE
                 out[n] = v
@@ -1166,28 +648,28 @@ class Schema:
         conds = []
         for decls in structs:
             for d in self._expand(decls):
-                if d[0] == "field":
-                    name = _label_name(d[1])
+                if _is_field(d):
+                    name = _label_name(d.label)
                     if name is None or name.startswith("_") or name.startswith("#"):
                         continue
-                    optional = d[2] == "?"
+                    optional = d.constraint == "?"
                     if optional and self.mode == "min":
                         continue
-                    v = self.gen(d[3], name, required=not optional)
+                    v = self.gen(d.value, name, required=not optional)
                     if v is NOVALUE:
                         continue
                     if name in out and isinstance(out[name], dict) and isinstance(v, dict):
                         out[name] = {**out[name], **v}
                     else:
                         out[name] = v
-                elif d[0] == "pattern":
+                elif _is_pattern(d):
                     patterns.append(d)
-                elif d[0] == "comp":
+                elif type(d) is ast.Comprehension:
                     conds.append(d)
         # `if type == "pvc" { claimName: string }`: the fields the values chosen so far switch on
         for d in conds:
-            if all(c[0] == "if" and _cond(c[1], out) is True for c in d[1]) and d[2][0] == "struct":
-                extra = self._gen_struct([d[2][1]], hint)
+            if all(type(c) is ast.IfClause and _cond(c.cond, out) is True for c in d.clauses):
+                extra = self._gen_struct([d.body.decls], hint)
                 if isinstance(extra, dict):
                     for k, v in extra.items():
                         out.setdefault(k, v)
@@ -1195,15 +677,15 @@ class Schema:
             d = patterns[0]
             key = "app" if re.search("label|selector", hint, re.I) else (
                 "example.com/owner" if re.search("annotation", hint, re.I) else "key1")
-            v = self.gen(d[2], key, required=True)
+            v = self.gen(d.value, key, required=True)
             if v is not NOVALUE:
                 out[key] = v
         return out
 
-    def _expand(self, decls: list) -> Iterator[tuple]:
+    def _expand(self, decls: list) -> Iterator[Any]:
         for d in decls:
-            if d[0] == "embed":
-                s = self.flatten(d[1])
+            if type(d) is ast.Embed:
+                s = self.flatten(d.x)
                 for st in s["structs"]:
                     yield from self._expand(st)
             else:
@@ -1212,12 +694,11 @@ class Schema:
     def _gen_list(self, lists: list, hint: str, s: dict) -> Any:
         elem_nodes = []
         fixed = None
-        for elems in lists:
-            typed = [e for e in elems if e[0] == "ellipsis"]
-            plain = [e for e in elems if e[0] not in ("ellipsis", "comp")]
-            if typed and typed[0][1] is not None:
-                elem_nodes.append(typed[0][1])
-            elif plain and not typed:
+        for lst in lists:
+            plain = [e for e in lst.elems if type(e) is not ast.Comprehension]
+            if _element_type(lst) is not None:
+                elem_nodes.append(lst.tail)
+            elif plain and lst.tail is None:
                 fixed = plain
             elif plain:
                 elem_nodes.extend(plain[:1])
@@ -1231,7 +712,7 @@ class Schema:
             return g if isinstance(g, list) else []
         node = elem_nodes[0]
         for extra in elem_nodes[1:]:
-            node = ("binop", "&", node, extra)
+            node = ast.Binary("&", node, extra, extra.pos)
         saved = self.mode
         # list elements are filled like required structs in both modes
         v = self.gen(node, singular, True)
@@ -1271,37 +752,41 @@ class Schema:
         return v
 
 
+
 def _cond(node: Any, env: dict) -> Any:
     """Evaluate a guard over sibling values: ==, !=, &&, ||, !, `x != _|_`; None when unknown."""
-    k = node[0]
-    if k == "paren":
-        return _cond(node[1], env)
-    if k == "unary" and node[1] == "!":
-        v = _cond(node[2], env)
+    k = type(node)
+    if k is ast.Paren:
+        return _cond(node.x, env)
+    if k is ast.Unary and node.op == "!":
+        v = _cond(node.x, env)
         return None if v is None else not v
-    if k == "binop" and node[1] in ("&&", "||"):
-        a, b = _cond(node[2], env), _cond(node[3], env)
+    if k is ast.Binary and node.op in ("&&", "||"):
+        a, b = _cond(node.x, env), _cond(node.y, env)
         if a is None or b is None:
             return None
-        return (a and b) if node[1] == "&&" else (a or b)
-    if k == "binop" and node[1] in ("==", "!="):
-        l, r = node[2], node[3]
-        if r[0] == "ident" and l[0] != "ident":
-            l, r = r, l
-        if l[0] != "ident":
+        return (a and b) if node.op == "&&" else (a or b)
+    if k is ast.Binary and node.op in ("==", "!="):
+        left, right = node.x, node.y
+        if _ident(right) and not _ident(left):
+            left, right = right, left
+        if not _ident(left):
             return None
-        if r[0] == "bottom":
-            present = l[1] in env
-            return (not present) if node[1] == "==" else present
-        if l[1] not in env:
+        if type(right) is ast.BottomLit:
+            present = left.name in env
+            return (not present) if node.op == "==" else present
+        if left.name not in env:
             return None
-        lit = {"lit": lambda n: n[1], "str": lambda n: n[1], "num": lambda n: _num(n[1])}.get(r[0])
-        if lit is None:
+        if type(right) is ast.Interp:
+            value = None  # an interpolation is not known here
+        elif type(right) is ast.Lit and right.kind != "bytes":
+            value = _number(right) if right.kind in ("int", "float") else right.value
+        else:
             return None
-        same = env[l[1]] == lit(r)
-        return same if node[1] == "==" else not same
-    if k == "ident" and isinstance(env.get(node[1]), bool):
-        return env[node[1]]
+        same = env[left.name] == value
+        return same if node.op == "==" else not same
+    if k is ast.Ident and isinstance(env.get(node.name), bool):
+        return env[node.name]
     return None
 
 
@@ -1310,6 +795,8 @@ def _re_ok(pattern: str, s: str) -> bool:
         return re.search(pattern, s) is not None
     except re.error:
         return True
+
+
 
 
 _NAME_GUESSES = [
@@ -1569,25 +1056,25 @@ def assemble_status(template: str, parameter: Any, context: dict) -> str:
     return template + "\n" + "context: " + go_json(context) + "\n" + ptxt
 
 
-def top_fields(ast: list) -> set:
+def top_fields(decls: list) -> set:
     """Labels of the template's top-level fields, also those inside top-level comprehensions."""
     names = set()
-    for d in ast:
-        if d[0] == "field":
-            n = _label_name(d[1])
+    for d in decls:
+        if _is_field(d):
+            n = _label_name(d.label)
             if n:
                 names.add(n)
-        elif d[0] == "comp" and d[2][0] == "struct":
-            names |= top_fields(d[2][1])
-        elif d[0] == "embed" and d[1][0] == "struct":
-            names |= top_fields(d[1][1])
+        elif type(d) is ast.Comprehension:
+            names |= top_fields(d.body.decls)
+        elif type(d) is ast.Embed and type(d.x) is ast.StructLit:
+            names |= top_fields(d.x.decls)
     return names
 
 
-def export_expressions(d: Definition, ast: list | None) -> list[str]:
-    names = top_fields(ast) if ast is not None else set(
+def export_expressions(d: Definition, decls: list | None) -> list[str]:
+    names = top_fields(decls) if decls is not None else set(
         re.findall(r"^(output|outputs|patch|patchOutputs)\s*:", d.template, re.M))
-    if ast is None:
+    if decls is None:
         names |= {m for m in re.findall(r"^\s*(output|outputs|patch)\s*:", d.template, re.M)}
     exprs = [e for e in ("output", "outputs", "patch") if e in names]
     if not exprs and d.kind == "policy":
@@ -1667,7 +1154,7 @@ class Assembler:
                     continue
                 try:
                     d = read_definition(p, defs_root)
-                except ParseError as e:
+                except CueError as e:
                     self.skipped.append((os.path.relpath(p, defs_root), f"cannot split: {e}"))
                     continue
                 if d is None:
@@ -1675,7 +1162,7 @@ class Assembler:
                     continue
                 self.definitions.append(d)
 
-    def parameter_sets(self, d: Definition, ast: list | None) -> list[tuple[str, Any, dict | None]]:
+    def parameter_sets(self, d: Definition, decls: list | None) -> list[tuple[str, Any, dict | None]]:
         """[(variant, parameter, example)]"""
         out: list[tuple[str, Any, dict | None]] = []
         seen = set()
@@ -1688,10 +1175,10 @@ class Assembler:
             out.append((f"ex{len([o for o in out if o[0].startswith('ex')]) + 1}", props, ex))
             if len(out) >= self.max_examples:
                 break
-        if ast is not None:
+        if decls is not None:
             for mode in self.variants:
                 try:
-                    v = Schema(ast, mode).value()
+                    v = Schema(decls, mode).value()
                 except RecursionError:
                     continue
                 key = go_json(v)
@@ -1710,11 +1197,11 @@ class Assembler:
             if d.kind not in kinds:
                 continue
             try:
-                ast = parse_cue(kubevela_template(d))
-            except ParseError as e:
+                decls = parse_file(kubevela_template(d), d.path).body.decls
+            except CueError as e:
                 d.error = f"schema not read: {e}"
-                ast = None
-            exprs = export_expressions(d, ast)
+                decls = None
+            exprs = export_expressions(d, decls)
             if not exprs:
                 self.skipped.append((d.path, "nothing to export (no output/outputs/patch)"))
                 continue
@@ -1722,7 +1209,7 @@ class Assembler:
             while stem in names:   # the same name twice in one origin
                 stem, n = f"{d.origin}.{_slug(d.name)}-{n}", n + 1
             names.add(stem)
-            for variant, param, ex in self.parameter_sets(d, ast):
+            for variant, param, ex in self.parameter_sets(d, decls):
                 prog, ctx = self._program(d, param, ex)
                 base = f"{stem}.{variant}"
                 for e in exprs:
@@ -1817,6 +1304,7 @@ class Assembler:
         return out
 
 
+
 # --------------------------------------------------------------------------------------------------
 # feature census
 # --------------------------------------------------------------------------------------------------
@@ -1829,150 +1317,137 @@ def feature_census(defs: list[Definition], kinds: tuple) -> dict:
         if d.kind not in kinds:
             continue
         key = f"{d.origin}:{d.name}" + ("" if d.kind != "trait" else "(trait)") + f" [{d.path}]"
-        for feat in features_of(kubevela_template(d)):
-            tmpl_counts[feat].add(key)
+        try:
+            for feat in features_of(kubevela_template(d)):
+                tmpl_counts[feat].add(key)
+        except CueError:
+            tmpl_counts["<template does not parse>"].add(key)
         for prog in d.status.values():
             try:
                 for feat in features_of(prog):
                     status_counts[feat].add(key)
-            except ParseError:
+            except CueError:
                 status_counts["<status does not parse>"].add(key)
+
     def rank(counts: dict) -> list:
         return [[k, len(v), sorted(x.split(" [")[0] for x in v)[:8]] for k, v in
                 sorted(counts.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
     return {"template": rank(tmpl_counts), "status": rank(status_counts)}
 
 
-def features_of(src: str) -> set[str]:
+_COMMENT_TAG = re.compile(r"\s*\+(patchKey|patchStrategy|usage|short|ignore)\b(=\S+)?")
+
+
+def features_of(text: str) -> set[str]:
+    """The language features and builtins a CUE text uses; CueError if it does not parse."""
+    src = Source(text)
     feats: set[str] = set()
-    toks = tokenize(src)
     imports: dict[str, str] = {}
-    try:
-        ast = parse_cue(src)
-    except ParseError:
-        feats.add("<does not parse with the census parser>")
-        ast = []
-    for d in ast:
-        if d[0] == "import":
-            alias = d[2] or d[1].split("/")[-1].split(":")[0]
-            imports[alias] = d[1]
-            feats.add(f'import "{d[1]}"')
-    global _CALLEES, _NAMES
-    _CALLEES = {id(n[1]) for n in _walk(ast) if n[0] == "call"}
-    _NAMES = {}
-    for n in _walk(ast):
-        if n[0] == "field":
-            lab = _label_name(n[1])
+    for imp in src.tree.imports:
+        imports[imp.name] = imp.path
+        feats.add(f'import "{imp.path}"')
+    decls = src.tree.body.decls
+    callees = {id(n.fn) for n in _walk(decls) if type(n) is ast.Call}
+    names: dict[str, list] = {}
+    for n in _walk(decls):
+        if _is_field(n):
+            lab = _label_name(n.label)
             if lab:
-                _NAMES.setdefault(lab, []).append(n[3])
-        elif n[0] in ("let",) and len(n) == 3 and isinstance(n[1], str):
-            _NAMES.setdefault(n[1], []).append(n[2])
-    for n in _walk(ast):
-        if n[0] == "struct":
-            for d in n[1]:
-                if d[0] == "comp":
-                    feats.add("comprehension in struct {for/if ...{}}")
-        elif n[0] == "list":
-            for e in n[1]:
-                if e[0] == "comp":
-                    feats.add("comprehension in list [for ...]")
-        elif n[0] == "binop" and n[1] == "|":
-            alts = []
+                names.setdefault(lab, []).append(n.value)
+        elif type(n) in (ast.LetDecl, ast.LetClause):
+            names.setdefault(n.name, []).append(n.x)
+    for n in _walk(decls):
+        if type(n) is ast.StructLit and any(type(d) is ast.Comprehension for d in n.decls):
+            feats.add("comprehension in struct {for/if ...{}}")
+        elif type(n) is ast.ListLit and any(type(e) is ast.Comprehension for e in n.elems):
+            feats.add("comprehension in list [for ...]")
+        elif type(n) is ast.Binary and n.op == "|":
+            alts: list = []
             _flat_or(n, alts)
             for a in alts:
-                if a[0] == "unary" and a[1] == "*" and a[2][0] == "list" and any(e[0] == "comp" for e in a[2][1]):
+                if type(a) is ast.Unary and a.op == "*" and type(a.x) is ast.ListLit \
+                        and any(type(e) is ast.Comprehension for e in a.x.elems):
                     feats.add("*[for ...] | [] (default that may fail)")
-    for t in toks:
-        for c in t.preceded_by_comment:
-            m = re.match(r"//\s*\+(patchKey|patchStrategy|usage|short|ignore)\b(=\S+)?", c)
+    for t in src.tokens:
+        for c in t.comments:
+            m = _COMMENT_TAG.match(c)
             if m:
                 tag = m.group(1)
                 feats.add(f"// +{tag}" + (m.group(2) if tag == "patchStrategy" and m.group(2) else ""))
-        if t.kind == "attr":
+        if t.kind == ATTR:
             feats.add("attribute @" + t.value[1:].split("(")[0])
-        if t.kind == "string" and t.text.startswith("#"):
-            feats.add('raw string #"..."#')
-        if t.kind in ("string", "interp") and (t.text.lstrip("#").startswith('"""')):
-            feats.add('multi-line string """')
-        if t.kind in ("string", "interp") and t.text.lstrip("#").startswith("'"):
-            feats.add("bytes literal '...'")
-        if t.kind == "interp":
-            feats.add("string interpolation \\(...)")
-        if t.kind == "number" and re.search(r"[KMGTP]i?$", t.value):
+        raw = src.raw(t)
+        if t.kind == STRING:
+            if t.parts is None and raw.startswith("#"):
+                feats.add('raw string #"..."#')
+            if raw.lstrip("#").startswith('"""'):
+                feats.add('multi-line string """')
+            if raw.lstrip("#").startswith("'"):
+                feats.add("bytes literal '...'")
+            if t.parts is not None:
+                feats.add("string interpolation \\(...)")
+        if t.kind in (INT, FLOAT) and re.search(r"[KMGTP]i?$", raw):
             feats.add("number multiplier (1Ki)")
-        if t.kind == "number" and ("." in t.value or "e" in t.value.lower()) and not t.value.lower().startswith("0x"):
+        if t.kind in (INT, FLOAT) and ("." in raw or "e" in raw.lower()) and not raw.lower().startswith("0x"):
             feats.add("float literal")
-    for node in _walk(ast):
-        _node_features(node, feats, imports)
+    for node in _walk(decls):
+        _node_features(node, feats, imports, callees, names)
     return feats
 
 
-_CALLEES: set = set()
-_NAMES: dict = {}
-
-
 def _flat_or(n: Any, out: list) -> None:
-    if n[0] == "binop" and n[1] == "|":
-        _flat_or(n[2], out)
-        _flat_or(n[3], out)
+    if type(n) is ast.Binary and n.op == "|":
+        _flat_or(n.x, out)
+        _flat_or(n.y, out)
     else:
         out.append(n)
 
 
-def _operand_kind(node: Any, depth: int = 0) -> str:
+def _operand_kind(node: Any, names: dict, depth: int = 0) -> str:
     """list, string, number or ? for an operand of +, by what it is or what its name is bound to."""
-    k = node[0]
+    k = type(node)
     if depth > 4:
         return "?"
-    if k == "paren":
-        return _operand_kind(node[1], depth + 1)
-    if k == "list":
+    if k is ast.Paren:
+        return _operand_kind(node.x, names, depth + 1)
+    if k is ast.ListLit:
         return "list"
-    if k == "str":
+    if (k is ast.Lit and node.kind == "string") or k is ast.Interp:
         return "string"
-    if k == "num":
+    if k is ast.Lit and node.kind in ("int", "float"):
         return "number"
-    if k == "call":
-        fn = node[1]
-        if fn[0] == "sel" and fn[1][0] == "ident":
-            if fn[1][1] in ("strings", "strconv") and fn[2] not in ("Atoi", "ParseInt", "ParseFloat", "ParseBool",
-                                                                   "Split", "Fields", "Count", "Index"):
+    if k is ast.Call:
+        fn = node.fn
+        if type(fn) is ast.Selector and _ident(fn.x):
+            if fn.x.name in ("strings", "strconv") and fn.label not in ("Atoi", "ParseInt", "ParseFloat",
+                                                                        "ParseBool", "Split", "Fields", "Count",
+                                                                        "Index"):
                 return "string"
-            if fn[1][1] == "list":
+            if fn.x.name == "list":
                 return "list"
-        if fn[0] == "ident" and fn[1] == "len":
+        if _ident(fn, "len"):
             return "number"
         return "?"
-    if k == "binop" and node[1] in ("+", "*"):
-        a, b = _operand_kind(node[2], depth + 1), _operand_kind(node[3], depth + 1)
+    if k is ast.Binary and node.op in ("+", "*"):
+        a, b = _operand_kind(node.x, names, depth + 1), _operand_kind(node.y, names, depth + 1)
         return a if a != "?" else b
-    if k == "binop" and node[1] == "|":
-        alts = []
+    if k is ast.Binary and node.op == "|":
+        alts: list = []
         _flat_or(node, alts)
-        kinds = {_operand_kind(a[2] if a[0] == "unary" and a[1] == "*" else a, depth + 1) for a in alts}
+        kinds = {_operand_kind(a.x if type(a) is ast.Unary and a.op == "*" else a, names, depth + 1) for a in alts}
         kinds.discard("?")
         return kinds.pop() if len(kinds) == 1 else "?"
-    if k in ("ident", "sel"):
-        name = node[1] if k == "ident" else node[2]
+    if k is ast.Ident or k is ast.Selector:
+        name = node.name if k is ast.Ident else node.label
         if name in ("string",):
             return "string"
         if name in ("int", "number", "float"):
             return "number"
-        for v in _NAMES.get(name, [])[:3]:
-            kk = _operand_kind(v, depth + 1)
+        for v in names.get(name, [])[:3]:
+            kk = _operand_kind(v, names, depth + 1)
             if kk != "?":
                 return kk
     return "?"
-
-
-def _walk(x: Any) -> Iterator[Any]:
-    if isinstance(x, tuple):
-        yield x
-        for c in x[1:]:
-            yield from _walk(c)
-    elif isinstance(x, list):
-        for c in x:
-            yield from _walk(c)
 
 
 _TYPE_IDENTS = {"string", "int", "float", "number", "bool", "bytes", "null", "uint", "int8", "int16",
@@ -1980,96 +1455,54 @@ _TYPE_IDENTS = {"string", "int", "float", "number", "bool", "bytes", "null", "ui
 _BUILTIN_FUNCS = {"len", "close", "and", "or", "div", "mod", "quo", "rem"}
 
 
-def _node_features(node: tuple, feats: set, imports: dict) -> None:
-    k = node[0]
-    if k == "call":
-        fn = node[1]
-        if fn[0] == "ident" and fn[1] in _BUILTIN_FUNCS:
-            feats.add(f"{fn[1]}()")
-        elif fn[0] == "sel" and fn[1][0] == "ident" and fn[1][1] in imports:
-            feats.add(f"{imports[fn[1][1]]}.{fn[2]}")
-        elif fn[0] == "ident":
-            feats.add(f"call {fn[1]}()")
-    elif k == "sel" and node[1][0] == "ident" and node[1][1] in imports and id(node) not in _CALLEES:
-        feats.add(f"{imports[node[1][1]]}.{node[2]} (not called)")
-    elif k == "field":
-        lab, flag = node[1], node[2]
-        if flag == "?":
-            feats.add("optional field x?:")
-        elif flag == "!":
-            feats.add("required field x!:")
-        _label_features(lab, feats)
-    elif k == "pattern":
-        lv = node[1]
-        if lv[0] == "ident" and lv[1] == "string":
+def _node_features(node: Any, feats: set, imports: dict, callees: set, names: dict) -> None:
+    k = type(node)
+    if k is ast.Call:
+        fn = node.fn
+        if _ident(fn) and fn.name in _BUILTIN_FUNCS:
+            feats.add(f"{fn.name}()")
+        elif type(fn) is ast.Selector and _ident(fn.x) and fn.x.name in imports:
+            feats.add(f"{imports[fn.x.name]}.{fn.label}")
+        elif _ident(fn):
+            feats.add(f"call {fn.name}()")
+    elif k is ast.Selector and _ident(node.x) and node.x.name in imports and id(node) not in callees:
+        feats.add(f"{imports[node.x.name]}.{node.label} (not called)")
+    elif _is_pattern(node):
+        match = node.label.expr
+        if _ident(match, "string"):
             feats.add("pattern [string]: T")
-        elif lv[0] == "unary" and lv[1] == "=~":
+        elif type(match) is ast.Unary and match.op == "=~":
             feats.add('pattern [=~"re"]: T')
         else:
             feats.add("pattern [expr]: T (other)")
-    elif k == "let":
+    elif k is ast.Field:
+        if node.constraint == "?":
+            feats.add("optional field x?:")
+        elif node.constraint == "!":
+            feats.add("required field x!:")
+        _label_features(node.label, feats)
+    elif k is ast.LetDecl or k is ast.LetClause:
         feats.add("let")
-    elif k == "embed":
+    elif k is ast.Embed:
         feats.add("embedding in struct")
-    elif k == "ellipsis":
+    elif k is ast.Ellipsis or (k is ast.ListLit and node.tail is not None):
         feats.add("... (open list/struct)")
-    elif k == "comp":
-        clauses = node[1]
-        kinds = [c[0] for c in clauses]
-        for c in clauses:
-            if c[0] == "for":
-                feats.add("for k, v in" if c[2] is not None else "for x in")
-            elif c[0] == "if":
+    elif k is ast.Comprehension:
+        for c in node.clauses:
+            if type(c) is ast.ForClause:
+                feats.add("for k, v in" if c.key is not None else "for x in")
+            elif type(c) is ast.IfClause:
                 feats.add("if comprehension")
-            elif c[0] == "let":
+            else:
                 feats.add("let clause in comprehension")
-        if len(clauses) > 1:
+        if len(node.clauses) > 1:
             feats.add("multi-clause comprehension (for/if chained)")
-        _ = kinds
-    elif k == "binop":
-        op = node[1]
-        l, r = node[2], node[3]
-        if op in ("==", "!=") and (l[0] == "bottom" or r[0] == "bottom"):
-            feats.add(f"x {op} _|_")
-        elif op == "|":
-            feats.add("disjunction |")
-        elif op == "&":
-            feats.add("conjunction &")
-        elif op in ("+",):
-            kinds = {_operand_kind(l), _operand_kind(r)} - {"?"}
-            if "list" in kinds:
-                feats.add("list + list")
-            elif "string" in kinds:
-                feats.add("string + string")
-            elif "number" in kinds:
-                feats.add("number + number")
-            else:
-                feats.add("+ (operands not known statically)")
-        elif op == "*":
-            kinds = {_operand_kind(l), _operand_kind(r)} - {"?"}
-            if "list" in kinds:
-                feats.add("list * n")
-            elif "string" in kinds:
-                feats.add("string * n")
-            else:
-                feats.add("* multiply")
-        elif op in ("-", "/"):
-            feats.add(f"{op} arithmetic")
-        elif op in ("&&", "||"):
-            feats.add(f"{op}")
-        elif op in ("=~", "!~"):
-            feats.add(f"binary {op} regexp match")
-        elif op in ("<", "<=", ">", ">="):
-            feats.add("comparison < <= > >=")
-        elif op in ("==", "!="):
-            feats.add(f"{op} comparison")
-    elif k == "unary":
-        op = node[1]
+    elif k is ast.Binary:
+        _binary_features(node, feats, names)
+    elif k is ast.Unary:
+        op = node.op
         if op == "*":
-            if node[2][0] == "bottom":
-                feats.add("*_|_ default")
-            else:
-                feats.add("default *x")
+            feats.add("*_|_ default" if type(node.x) is ast.BottomLit else "default *x")
         elif op in ("<", "<=", ">", ">="):
             feats.add("bound >=, <= ...")
         elif op == "=~":
@@ -2082,36 +1515,66 @@ def _node_features(node: tuple, feats: set, imports: dict) -> None:
             feats.add("! not")
         elif op == "-":
             feats.add("unary -")
-    elif k == "bottom":
+    elif k is ast.BottomLit:
         feats.add("_|_ literal")
-    elif k == "ident":
-        n = node[1]
-        if n in _TYPE_IDENTS and n not in ("string", "int", "bool", "null", "number", "float"):
-            feats.add(f"sized/other type {n}")
-        elif n == "_":
-            feats.add("top _")
-        elif n.startswith("#") or n.startswith("_#"):
-            feats.add("definition reference #X")
-        elif n.startswith("_"):
-            feats.add("hidden reference _x")
-    elif k == "index":
+    elif k is ast.Ident:
+        _name_features(node.name, feats)
+    elif k is ast.Index:
         feats.add("index x[i] / x[\"k\"]")
-    elif k == "slice":
+    elif k is ast.Slice:
         feats.add("slice x[a:b]")
-    elif k == "alias":
-        feats.add("alias X=")
 
 
-def _label_features(lab: tuple, feats: set) -> None:
-    if lab[0] == "alias":
+def _binary_features(node: ast.Binary, feats: set, names: dict) -> None:
+    op, left, right = node.op, node.x, node.y
+    if op in ("==", "!=") and (type(left) is ast.BottomLit or type(right) is ast.BottomLit):
+        feats.add(f"x {op} _|_")
+    elif op == "|":
+        feats.add("disjunction |")
+    elif op == "&":
+        feats.add("conjunction &")
+    elif op in ("+", "*"):
+        kinds = {_operand_kind(left, names), _operand_kind(right, names)} - {"?"}
+        if op == "+":
+            feats.add("list + list" if "list" in kinds else "string + string" if "string" in kinds else
+                      "number + number" if "number" in kinds else "+ (operands not known statically)")
+        else:
+            feats.add("list * n" if "list" in kinds else "string * n" if "string" in kinds else "* multiply")
+    elif op in ("-", "/"):
+        feats.add(f"{op} arithmetic")
+    elif op in ("&&", "||"):
+        feats.add(f"{op}")
+    elif op in ("=~", "!~"):
+        feats.add(f"binary {op} regexp match")
+    elif op in ("<", "<=", ">", ">="):
+        feats.add("comparison < <= > >=")
+    elif op in ("==", "!="):
+        feats.add(f"{op} comparison")
+
+
+def _name_features(name: str, feats: set) -> None:
+    """What an identifier (a reference, or a label) says: a sized type, top, a definition or a hidden field."""
+    if name in _TYPE_IDENTS and name not in ("string", "int", "bool", "null", "number", "float"):
+        feats.add(f"sized/other type {name}")
+    elif name == "_":
+        feats.add("top _")
+    elif name.startswith("#") or name.startswith("_#"):
+        feats.add("definition reference #X")
+    elif name.startswith("_"):
+        feats.add("hidden reference _x")
+
+
+def _label_features(label: ast.Label, feats: set) -> None:
+    if label.alias is not None:
         feats.add("field alias X=label")
-        return _label_features(lab[2], feats)
-    if lab[0] == "dyn":
+        feats.add("alias X=")
+    if label.kind == "dynamic":
         feats.add("dynamic label (expr): / \"\\(x)\":")
-    elif lab[0] == "str":
+    elif label.kind == "string":
         feats.add('quoted label "x":')
-    elif lab[0] == "ident":
-        n = lab[1]
+    elif label.kind == "ident":
+        n = label.name
+        _name_features(n, feats)
         if n.startswith("#"):
             feats.add("definition #X:")
         elif n.startswith("_#"):
@@ -2171,3 +1634,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

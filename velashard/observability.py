@@ -9,7 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -212,9 +212,9 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def setup_logging(shard_id: str, log_format: str = "text", level: str = "info") -> None:
-    """One line per event on stderr, with the shard id on every line."""
-    handler = logging.StreamHandler(sys.stderr)
+def setup_logging(shard_id: str, log_format: str = "text", level: str = "info", stream: TextIO | None = None) -> None:
+    """One line per event on stderr (or `stream`), with the shard id on every line."""
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JSONFormatter() if log_format == "json" else TextFormatter())
     handler.addFilter(_ShardFilter(shard_id))
     root = logging.getLogger()

@@ -14,7 +14,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.kube.resources import LEASES, PODS
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 
 def free_port() -> int:
@@ -109,10 +109,13 @@ def listening_addresses(port: int) -> set[str]:
 
 
 def grant_tenant(kube: KubeClient, user: str) -> None:
-    """RBAC for a tenant who edits applications (enforced once the API server authorizes requests)."""
+    """RBAC for a tenant who edits applications and what they render (their apps act as them)."""
     kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body={
-        "metadata": {"name": "app-tenant"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
-                                                       "verbs": ["get", "list", "create", "update", "patch"]}]})
+        "metadata": {"name": "app-tenant"}, "rules": [
+            {"apiGroups": ["core.oam.dev"], "resources": ["applications"],
+             "verbs": ["get", "list", "create", "update", "patch"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["*"]},
+            {"apiGroups": [""], "resources": ["services", "configmaps"], "verbs": ["*"]}]})
     kube.request("create", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body={
         "metadata": {"name": f"{user}-app-tenant"}, "subjects": [{"kind": "User", "name": user}],
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "app-tenant"}})
@@ -133,12 +136,16 @@ def token_kubeconfig(server: Any, kube: KubeClient, service_account: str, path: 
     return write_kubeconfig(str(path), doc)
 
 
-def chart_identities(server: Any, kube: KubeClient, directory: Any) -> tuple[str, str]:
+def chart_identities(server: Any, kube: KubeClient, directory: Any, trust_admin: bool = True) -> tuple[str, str]:
     """What the chart grants, as the processes' identities: real Helm installs helm/velashard with sharding (its
     RBAC and ServiceAccounts; the tests' masters register their own webhooks); returns kubeconfigs for the
     master's and the shards' ServiceAccounts."""
     import helm_python as helm
 
+    # The tests' apps are written by admin (recorded as their author by the masters' webhooks) or past the
+    # webhook (acting as the default user): both may do what the apps render, unless a test says otherwise.
+    if trust_admin:
+        trust_authorless_apps(kube, "admin")
     release = helm.Config(kubeconfig_path=server.kubeconfig, namespace=RUNTIME_NS, storage_driver="memory")
     try:
         # The tests act as `admin`, a shard admin (it may move apps with `velashard reschedule`).

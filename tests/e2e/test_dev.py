@@ -1,11 +1,15 @@
 """`velashard dev`: the chart and the addon installed by real Helm, their processes run by the local kubelet under
-their ServiceAccounts."""
+their ServiceAccounts; every process's log in DIR/logs/, and on a pipe one line per change and the problems that
+need the user, each once."""
 
 from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 import shutil
+import socket
 import signal
 import stat
 import subprocess
@@ -19,6 +23,9 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import PODS
 from tests.integration.helpers import eventually, token_codes
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def pod_processes(directory) -> list[dict]:
@@ -101,6 +108,8 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
                                             if p["name"] == victim["name"] and p["restarts"] >= 1 and p["ready"]), None),
                                timeout=60, interval=0.5)
         pids.append(restarted["pid"])
+        eventually(lambda: sum(line.endswith(" shard shard-0 ready\n") for line in output) == 2, timeout=10,
+                   interval=0.2)  # the view says so on its next refresh
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -109,6 +118,84 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
     assert proc.returncode == 0, out
     assert "velashard dev: stopped" in out and "Traceback" not in out
     eventually(lambda: not any(pid_alive(pid) for pid in pids), timeout=15)
+    # Piped, dev prints one line per change, never its table, and no log line: those are in DIR/logs/.
+    assert "velashard dev —" not in out and not re.search(r"\b(WARNING|ERROR|INFO)\b", out), out
+    changes = [line.split(" ", 1)[1] for line in output if re.match(r"\d\d:\d\d:\d\d ", line)]
+    assert len(changes) == len(output) - 2, out  # and the two lines that say it started and stopped
+    for i in range(20):
+        app = f"default/sample-{i}"
+        assert sum(line.startswith(f"app {app} placed on shard-") for line in changes) == 1, out
+        assert f"app {app} healthy\n" in changes, out
+    moved = [line for line in changes if line.startswith("app default/sample-") and " moved shard-0 -> shard-1" in line]
+    assert len(moved) == shards["shard-0"], out
+    assert changes.index("shard shard-0 gone\n") < changes.index(moved[0]), out
+    assert {"shard master ready\n", "shard shard-1 ready\n"} <= set(changes), out
+    logs = directory / "logs"
+    listed = json.loads((directory / "processes.json").read_text())
+    assert listed[0]["log"] == str(logs / "apiserver.log") and (logs / "apiserver.log").exists()
+    assert all(pathlib.Path(p["log"]).parent == logs and pathlib.Path(p["log"]).stat().st_size for p in listed[1:])
+
+
+def broken_copy(tmp_path, path: str, text: str) -> str:
+    """A copy of velashard and its chart with one file replaced, for `PYTHONPATH`: a broken release."""
+    tree = tmp_path / "tree"
+    for part in ("velashard", "helm"):
+        shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / path).write_text(text)
+    return str(tree)
+
+
+def dev(directory, pythonpath: str | None = None, *flags: str) -> subprocess.Popen:
+    """`velashard dev`, from the tree on `pythonpath` if given (run elsewhere than here: `-m` puts the working
+    directory first on the path)."""
+    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
+    return subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dev", "--dir", str(directory), *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=pythonpath)
+
+
+def test_a_chart_that_does_not_install_is_said_once_with_the_log_to_read(tmp_path):
+    tree = broken_copy(tmp_path, "helm/velashard/templates/broken.yaml", '{{ fail "broken on purpose" }}\n')
+    proc = dev(tmp_path / "dev", tree, "--shards", "1")
+    out, err = proc.communicate(timeout=120)
+    log = tmp_path / "dev" / "logs" / "apiserver.log"
+    assert proc.returncode == 1, (out, err)
+    said = err.splitlines()
+    assert len(said) == 2 and said[0].startswith("velashard dev: the chart did not install: "), err
+    assert "broken on purpose" in said[0] and said[1] == f"  the log: {log}", err
+    assert "Traceback" in log.read_text()
+
+
+def test_a_shard_that_keeps_crashing_is_said_once_with_its_log(tmp_path):
+    # the controller manager of this copy fails at import: every pod's process exits at once
+    tree = broken_copy(tmp_path, "velashard/cli/manager.py", 'raise SystemExit("broken on purpose")\n')
+    directory = tmp_path / "dev"
+    proc = dev(directory, tree, "--shards", "0")
+    errors: list[str] = []
+    reader = threading.Thread(target=read_lines, args=(proc.stderr, errors), daemon=True)
+    reader.start()
+    try:
+        eventually(lambda: errors, timeout=90, interval=0.5)
+        time.sleep(3)  # dev looks at its processes every 0.2 s meanwhile: it says nothing new
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        reader.join(timeout=10)
+    [master] = pod_processes(directory)
+    assert errors == [f"velashard dev: {master['name']} keeps crashing (3 restarts); its log: {master['log']}\n"]
+    assert "broken on purpose" in pathlib.Path(master["log"]).read_text()
+
+
+def test_a_port_in_use_is_said_with_what_to_do(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = dev(tmp_path / "dev", None, "--port", str(port))
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == ""
+    assert err == f"velashard dev: --port {port}: the port is in use (another velashard dev?); choose another, " \
+                  "or leave --port out for a free one\n"
 
 
 def test_the_addon_scales_shards_in_dev_and_a_removed_shards_apps_move(tmp_path):

@@ -27,7 +27,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.resources import DEPLOYMENTS, NAMESPACES
 from tests.e2e.helpers import free_port
 from tests.e2e.helpers import RUNTIME_NS, shard_of, shard_pod, stop_processes, wait_for_shard_leases
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 LEASE = ["--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "2.5s",
          "--leader-election-retry-period", "0.5s"]
@@ -122,6 +122,7 @@ def fleet(tmp_path):
     fleet = Fleet(server, kube)
     try:
         install(kube)
+        trust_authorless_apps(kube, "admin")  # admin's apps act as admin; authorless ones as the default user
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         fleet.start("master", "--reschedule-period", "1", "--orphan-grace-period", str(GRACE), "--disable-webhooks")
         for shard in ("shard-a", "shard-b"):

@@ -47,13 +47,16 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
 def tenant_client(server, admin: KubeClient, directory) -> KubeClient:
-    """A ServiceAccount that may read and write Applications in its own namespace, as a platform grants it."""
+    """A ServiceAccount that may read and write Applications in its own namespace, and the Deployments its apps
+    render (they act as it), as a platform grants it."""
     admin.create(SERVICEACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
                                    "metadata": {"name": "tenant", "namespace": NS}})
     admin.request("create", "POST", f"{RBAC}/namespaces/{NS}/roles", body={
         "metadata": {"name": "app-editor"}, "rules": [{"apiGroups": ["core.oam.dev"], "resources": ["applications"],
                                                        "verbs": ["get", "list", "watch", "create", "update",
-                                                                 "patch"]}]})
+                                                                 "patch"]},
+                                                      {"apiGroups": ["apps"], "resources": ["deployments"],
+                                                       "verbs": ["*"]}]})
     admin.request("create", "POST", f"{RBAC}/namespaces/{NS}/rolebindings", body={
         "metadata": {"name": "tenant-app-editor"},
         "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": NS}],

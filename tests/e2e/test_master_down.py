@@ -19,7 +19,7 @@ from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
 from tests.e2e.helpers import free_port
 from tests.e2e.helpers import RUNTIME_NS, grant_tenant, shard_of, shard_pod, stop_processes
 from tests.e2e.test_sharding import app, webhook_serving
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 
 def refuses(port: int) -> bool:
@@ -57,6 +57,7 @@ def test_users_write_while_the_master_is_down(tmp_path):
 
     try:
         install(kube, shard_guard_users=["admin"])  # as the chart does: the guard does not need the master
+        trust_authorless_apps(kube, "admin")  # admin's apps act as admin; authorless ones as the default user
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         grant_tenant(kube, "alice")
         master = start_master()

@@ -23,13 +23,14 @@ from velashard.kube.client import KubeClient
 from velashard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES
 from tests.e2e.helpers import (RUNTIME_NS, chart_identities, free_port, grant_tenant, listening_addresses, shard_of,
                                shard_pod, stop_processes, wait_for_shard_leases, writers_by_app)
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 @pytest.fixture(scope="module")
 def sharded(make_module_apiserver, tmp_path_factory):
     server = make_module_apiserver
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
     install(kube)
+    trust_authorless_apps(kube, "admin")  # admin's apps act as admin; authorless ones as the default user
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
     # Every process runs under the chart's RBAC, with its ServiceAccount's token.
     master_kubeconfig, shard_kubeconfig = chart_identities(server, kube, tmp_path_factory.mktemp("identities"))
@@ -198,6 +199,7 @@ def test_kubevela_6433_sequence(tmp_path):
 
     try:
         install(kube)
+        trust_authorless_apps(kube, "admin")  # admin's apps act as admin; authorless ones as the default user
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         unsharded = start()
         kube.create(APPLICATIONS, app("legacy"))
@@ -287,6 +289,7 @@ def test_consistent_hash_join_moves_about_a_third_through_the_drain_handshake(tm
 
     try:
         install(kube)
+        trust_authorless_apps(kube, "admin")  # admin's apps act as admin; authorless ones as the default user
         kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})
         start("master", "--shard-scheduler", "consistent-hash", "--reschedule-period", "1", "--disable-webhooks")
         for shard in ("shard-a", "shard-b"):

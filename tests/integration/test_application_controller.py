@@ -16,7 +16,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
-from tests.integration.helpers import eventually, update_latest
+from tests.integration.helpers import eventually, trust_authorless_apps, update_latest
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +24,7 @@ def cluster(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("app") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    trust_authorless_apps(kube)
     install(kube)
     manager = Manager(kube, "master")
     ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))

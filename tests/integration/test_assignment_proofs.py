@@ -20,7 +20,7 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import NAMESPACES
 from velashard.sharding.keys import SigningKey, load_or_create_signing_key, publish_verifying_key
 from velashard.sharding.proof import Signer
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 SHARD = "s1"
 NS = "proofs"
@@ -29,6 +29,7 @@ KEYS_NS = "vela-system"
 
 def run_shard(server: APIServer, shard: str, key_namespace: str, stops: list) -> ApplicationController:
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id=shard, qps=500, burst=500)
+    trust_authorless_apps(kube)
     manager = Manager(kube, shard)
     controller = ApplicationController(manager, Options(
         workers=2, resync_period=600, shard_selector=f"{labels.SCHEDULED_SHARD_ID}={shard}",

@@ -177,3 +177,25 @@ def test_delete_reaches_webhook_with_old_object(cluster, hook):
     request = hook.reviews[-1]["request"]
     assert request["operation"] == "DELETE" and request["object"] is None
     assert request["oldObject"]["metadata"]["name"] == "gone"
+
+
+def test_match_conditions_decide_whether_the_webhook_is_called(cluster, hook):
+    _, api = cluster
+    core = client.CoreV1Api(api)
+    conditions = [{"name": "data-changed", "expression": "oldObject == null || object.data != oldObject.data"},
+                  {"name": "not-bob", "expression": "request.userInfo.username != 'bob'"}]
+    register(api, "validating", [webhook("cond.example.com", {"url": hook.url("/cond"), "caBundle": hook.ca_bundle},
+                                         matchConditions=conditions)])
+    core.create_namespaced_config_map("default", cm("c"))
+    assert len(hook.reviews) == 1
+    core.patch_namespaced_config_map("c", "default", {"metadata": {"labels": {"x": "y"}}})
+    assert len(hook.reviews) == 1  # data unchanged: every condition must hold for a call
+    core.patch_namespaced_config_map("c", "default", {"data": {"a": "z"}})
+    assert len(hook.reviews) == 2
+    # A condition that cannot be evaluated fails the request (failurePolicy Fail), naming the condition.
+    register(api, "mutating", [webhook("broken.example.com", {"url": hook.url("/b"), "caBundle": hook.ca_bundle},
+                                       matchConditions=[{"name": "missing-key",
+                                                         "expression": "object.data['nope'] == 'x'"}])])
+    with pytest.raises(ApiException) as err:
+        core.patch_namespaced_config_map("c", "default", {"data": {"a": "w"}})
+    assert err.value.status == 500 and 'match condition "missing-key"' in status_of(err.value)["message"]

@@ -19,7 +19,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
 from velashard.kube.resources import (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, NAMESPACES, SECRETS, SERVICEACCOUNTS,
                                       SERVICES, STATEFULSETS, Resource)
-from tests.integration.helpers import update_latest
+from tests.integration.helpers import trust_authorless_apps, update_latest
 
 CORPUS = sorted(Path(__file__).parent.joinpath("corpus").glob("*.yaml"))
 RESOURCES = {r.kind: r for r in (CONFIGMAPS, DAEMONSETS, DEPLOYMENTS, JOBS, SECRETS, SERVICEACCOUNTS, SERVICES,
@@ -43,6 +43,7 @@ def corpus_run(tmp_path_factory):
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("corpus") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=1000, burst=1000)
+    trust_authorless_apps(kube)
     install(kube)
     manager = Manager(kube, "master")
     ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.3))

@@ -19,7 +19,7 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
 from velashard.sharding.move import set_shard
 from velashard.sharding.proof import Signer
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, trust_authorless_apps
 
 SHARD = "s1"
 SIGNER = Signer.generate()  # the shard here checks no proof (no assignment_key_namespace)
@@ -34,6 +34,7 @@ def shard(tmp_path_factory):
     install(setup)
     setup.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id=SHARD, qps=500, burst=500)
+    trust_authorless_apps(kube)
     manager = Manager(kube, SHARD)
     # Polling intervals far beyond the test's waits: whatever converges here converges by events.
     controller = ApplicationController(manager, Options(

@@ -1,5 +1,6 @@
 """The package map of docs/architecture.md, enforced: who may import the development API server, the layers
-inside it, no import cycles, no folder holding too much of the code, the generated file marked as such.
+inside it, no import cycles, no folder holding too much of the code, no controller module too long to read at
+once, the generated file marked as such.
 
 Every `import` and `from ... import` counts, at module level and inside functions alike: an import moved
 into a function is still a dependency, so it neither breaks a cycle nor escapes a rule. Importing a
@@ -32,6 +33,9 @@ APISERVER_LAYERS = {
     "http": {"storage", "admission", "registry", "auth", "controllers", "simulation"},
 }
 MAX_FOLDER_SHARE = 0.25
+# The controller's packages hold modules a reader takes in at once: one idea each, split where an idea ends.
+SIZED_PACKAGES = ("velashard/core", "velashard/sharding", "velashard/kube", "velashard/webhook")
+MAX_MODULE_LINES = 450
 GENERATED = PACKAGE / "apiserver" / "http" / "protobuf_fields_generated.py"
 GENERATOR = "hack/gen_protobuf_fields.py"
 
@@ -248,6 +252,13 @@ def test_no_folder_holds_more_than_a_quarter_of_the_code():
         folders[path.parent] = folders.get(path.parent, 0) + n
     too_big = {_rel(folder): f"{n} of {total} lines" for folder, n in folders.items() if n > MAX_FOLDER_SHARE * total}
     assert not too_big, f"folders holding more than {MAX_FOLDER_SHARE:.0%} of velashard's lines: {too_big}"
+
+
+def test_no_module_of_the_controller_packages_is_over_the_size_limit():
+    lines = {_rel(p): len(p.read_text().splitlines()) for p in _files(*SIZED_PACKAGES)}
+    too_long = {path: n for path, n in lines.items() if n > MAX_MODULE_LINES}
+    assert lines, f"no modules found under {SIZED_PACKAGES}"
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines (split them where an idea ends): {too_long}"
 
 
 def test_the_generated_protobuf_table_says_so_on_its_first_line():

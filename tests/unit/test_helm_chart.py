@@ -39,7 +39,14 @@ def test_sharding_off():
     assert "controller.core.oam.dev/shard-id" not in deploy["spec"]["template"]["metadata"]["labels"]
     assert deploy["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "vela-core"
     assert "controller.core.oam.dev/shard-id" not in find(docs, "Service")["spec"]["selector"]
-    assert not [d for d in docs if d["kind"].endswith("WebhookConfiguration")]
+    # Unsharded, the webhooks record authors and check definitions; nothing schedules.
+    assert "--use-webhook=true" in args and "--feature-gates=AuthenticateApplication=true" in args
+    assert [h["name"] for h in find(docs, "MutatingWebhookConfiguration")["webhooks"]] == [
+        "mutating-create.core.oam.dev.v1beta1.applications", "mutating-author.core.oam.dev.v1beta1.applications"]
+    plain = render({"authentication": {"enabled": False}})
+    assert not [d for d in plain if d["kind"] == "MutatingWebhookConfiguration"]
+    assert "--feature-gates=AuthenticateApplication=false" in find(plain, "Deployment")["spec"]["template"][
+        "spec"]["containers"][0]["args"]
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     parsed = build_parser().parse_args(args)
     validate(parsed, build_parser())  # the chart's args are flags the controller accepts
@@ -55,16 +62,20 @@ def test_sharding_on_with_gates_pdb_and_placement():
     pod = deploy["spec"]["template"]
     args = pod["spec"]["containers"][0]["args"]
     assert "--enable-sharding" in args and "--schedulable-shards=shard-0,shard-1" in args
-    assert "--feature-gates=DisableWebhookAutoSchedule=true" in args and "--enable-leader-election" in args
+    assert "--feature-gates=AuthenticateApplication=true,DisableWebhookAutoSchedule=true" in args
+    assert "--enable-leader-election" in args
     assert "--webhook-bind-address=0.0.0.0" in args  # in a pod the webhook Service routes to the pod's IP
     assert pod["metadata"]["labels"]["controller.core.oam.dev/shard-id"] == "master"
     assert pod["spec"]["nodeSelector"] == {"role": "control"} and pod["spec"]["tolerations"][0]["key"] == "dedicated"
     assert find(docs, "Service")["spec"]["selector"]["controller.core.oam.dev/shard-id"] == "master"
-    create_hook, update_hook = find(docs, "MutatingWebhookConfiguration")["webhooks"]
+    create_hook, update_hook, author_hook = find(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert create_hook["rules"][0]["operations"] == ["CREATE"] and "objectSelector" not in create_hook
     assert update_hook["rules"][0]["operations"] == ["UPDATE"]
     assert update_hook["objectSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
-    for hook in (create_hook, update_hook):
+    assert author_hook["rules"][0]["operations"] == ["UPDATE"] and "objectSelector" not in author_hook
+    from velashard.webhook.runner import AUTHOR_MATCH_CONDITIONS
+    assert author_hook["matchConditions"] == AUTHOR_MATCH_CONDITIONS  # the same hook the master registers
+    for hook in (create_hook, update_hook, author_hook):
         assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 5
         assert hook["clientConfig"]["service"]["path"] == "/mutating-core-oam-dev-v1beta1-applications"
     # without the gate only definitions are validated (a template that does not compile is refused)
@@ -85,15 +96,79 @@ def test_shard_label_guard_is_the_one_velashard_install_ships():
     from velashard.apiserver.admission.policy import validate_binding, validate_policy
     from velashard.sharding.guard import guard_objects
 
-    assert not [d for d in render({}) if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert not [d for d in render({}) if d["kind"].startswith("ValidatingAdmissionPolicy")
+                and "shard-label" in d["metadata"]["name"]]
     docs = render({"sharding": {"enabled": True, "shardAdmins": {"users": ["ops"], "groups": ["sre"]}}})
-    policy = find(docs, "ValidatingAdmissionPolicy")
-    binding = find(docs, "ValidatingAdmissionPolicyBinding")
+    policy = find(docs, "ValidatingAdmissionPolicy", "kubevela-velashard-shard-label-guard")
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "kubevela-velashard-shard-label-guard")
     expected_policy, expected_binding = guard_objects(["system:serviceaccount:vela-system:kubevela-velashard", "ops"],
                                                       ["sre"])
     assert policy["spec"] == expected_policy["spec"]
     assert binding["spec"] == dict(expected_binding["spec"], policyName=policy["metadata"]["name"])
     assert validate_policy(policy) == [] and validate_binding(binding) == []
+
+
+def test_author_guard_is_the_one_the_master_registers():
+    from velashard.apiserver.admission.policy import validate_binding, validate_policy
+    from velashard.core.authors import AuthConfig
+    from velashard.webhook.author_guard import guard_objects
+
+    assert not [d for d in render({"authentication": {"enabled": False}})
+                if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    for values, config in (({}, AuthConfig()),
+                           ({"authentication": {"withUser": False, "groupPattern": "kubevela:*|system:masters|a.b"},
+                             "sharding": {"enabled": True, "shardAdmins": {"users": ["ops"], "groups": ["sre"]}}},
+                            AuthConfig(with_user=False, group_pattern="kubevela:*|system:masters|a.b"))):
+        docs = render(values)
+        policy = find(docs, "ValidatingAdmissionPolicy", "kubevela-velashard-author-guard")
+        binding = find(docs, "ValidatingAdmissionPolicyBinding", "kubevela-velashard-author-guard")
+        admins = values.get("sharding", {}).get("shardAdmins", {})
+        expected, expected_binding = guard_objects(
+            config, ["system:serviceaccount:vela-system:kubevela-velashard"] + admins.get("users", []),
+            admins.get("groups", []))
+        assert policy["spec"] == expected["spec"]
+        assert binding["spec"] == dict(expected_binding["spec"], policyName=policy["metadata"]["name"])
+        assert validate_policy(policy) == [] and validate_binding(binding) == []
+
+
+def rules_of(role: dict) -> dict[str, set[str]]:
+    """resource (group/plural) -> verbs, over every rule of a role."""
+    out: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault(f"{group}/{resource}", set()).update(rule["verbs"])
+    return out
+
+
+def test_shards_act_for_apps_only_by_impersonation():
+    docs = render({"sharding": {"enabled": True}})
+    app_rules = rules_of(find(docs, "ClusterRole", "kubevela-velashard-application-controller"))
+    assert app_rules["/users"] == app_rules["/groups"] == app_rules["/serviceaccounts"] - {"get", "list", "watch"} \
+        == {"impersonate"}
+    # No cluster-wide write of what apps render on the controller's own identity, and no Secrets at all.
+    for resource in ("apps/deployments", "apps/statefulsets", "batch/jobs", "/services", "/configmaps",
+                     "networking.k8s.io/ingresses", "autoscaling/horizontalpodautoscalers"):
+        assert app_rules[resource] == {"get", "list", "watch"}, resource
+    assert "/secrets" not in app_rules and "coordination.k8s.io/leases" not in app_rules
+    shard_role = find(docs, "Role", "kubevela-velashard-shard")
+    assert shard_role["metadata"]["namespace"] == "vela-system" and "coordination.k8s.io/leases" in rules_of(shard_role)
+    master_role = find(docs, "Role", "kubevela-velashard-master")
+    assert [s["name"] for s in find(docs, "RoleBinding", "kubevela-velashard-master")["subjects"]] == [
+        "kubevela-velashard"]  # only the master may touch the signing key
+    assert rules_of(master_role)["/secrets"] == {"get", "create", "update"}
+    author = rules_of(find(docs, "ClusterRole", "kubevela-velashard-app-author"))
+    assert {"create", "update", "delete"} <= author["/secrets"] and {"create"} <= author["core.oam.dev/applications"]
+    assert not [r for r in author if r.startswith("rbac.authorization.k8s.io/")]
+    # The default user is bound only where the values say.
+    assert not [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"].endswith("default-user")]
+    bound = render({"authentication": {"defaultUserNamespaces": ["legacy"]}})
+    binding = find(bound, "RoleBinding", "kubevela-velashard-default-user")
+    assert binding["metadata"]["namespace"] == "legacy" and binding["subjects"][0]["name"] == "kubevela:vela-core"
+    # Authentication off: the controller does apps' work itself, with the rights that takes.
+    off = rules_of(find(render({"authentication": {"enabled": False}}), "ClusterRole",
+                        "kubevela-velashard-application-controller"))
+    assert "/users" not in off and "create" in off["/secrets"]
 
 
 def test_least_privilege_rbac():
@@ -115,7 +190,8 @@ def test_least_privilege_rbac():
 def test_shard_admins_may_read_the_signing_key_and_nothing_else_here():
     from velashard.sharding.keys import SIGNING_KEY_SECRET
 
-    assert not [d for d in render({"sharding": {"enabled": True}}) if d["kind"] == "Role"]
+    assert not [d for d in render({"sharding": {"enabled": True}}) if d["kind"] == "Role"
+                and d["metadata"]["name"].endswith("shard-admin")]
     docs = render({"sharding": {"enabled": True, "shardAdmins": {"users": ["ops"], "groups": ["sre"]}}})
     role = find(docs, "Role", "kubevela-velashard-shard-admin")
     assert role["metadata"]["namespace"] == "vela-system"

@@ -7,7 +7,8 @@ import pytest
 from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
 from velashard.core.health import definition_status, resource_health
-from velashard.core.rendering import Definitions, RenderError, render_app, render_count
+from velashard.core.render_cache import render_count
+from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.core.templates import template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
 from velashard.core.workflow import workflow_phase

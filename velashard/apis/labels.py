@@ -40,3 +40,10 @@ KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # On shard Leases (labelled with SHARD_ID): the shard's app count, its load report.
 APPS_ANNOTATION = "velashard.io/applications"
+
+# On Applications: who wrote the app (KubeVela's AuthenticateApplication). The mutating webhook records the
+# requesting user and the groups that match the group pattern (comma-separated); the controller acts as them.
+APP_USERNAME = "app.oam.dev/username"
+APP_GROUP = "app.oam.dev/group"
+# KubeVela's older way to name an identity; refused while authentication is on (anyone could name any account).
+APP_SERVICE_ACCOUNT = "app.oam.dev/service-account-name"

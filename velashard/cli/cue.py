@@ -110,7 +110,7 @@ def _check(instance: Any, concrete: bool = False) -> None:
     if concrete:
         instance.export(None)
         return
-    from velashard.cue.evaluator import first_error
+    from velashard.cue.export_rules import first_error
     err = instance._run(lambda: first_error(instance.root))
     if err is not None:
         raise err

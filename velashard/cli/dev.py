@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import threading
 
@@ -18,7 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from velashard.dev.run import run_dev
-    from velashard.observability import setup_logging
 
     if not 0 <= args.shards <= 20:
         raise UsageError(f"--shards {args.shards}: must be between 0 and 20")
@@ -26,11 +26,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--apps {args.apps}: must not be negative")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")
-    setup_logging("dev", args.log_format, args.log_level)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop)
+        return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop, log_format=args.log_format,
+                       log_level=args.log_level)
     except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            raise UsageError(f"--port {args.port}: the port is in use (another velashard dev?); choose another, "
+                             "or leave --port out for a free one")
         raise UsageError(f"cannot start: {err}")

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from velashard.apis import labels
 from velashard.apis.validation import is_valid_label_value
 from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
+from velashard.core.authors import DEFAULT_GROUP_PATTERN, DEFAULT_USER, AuthConfig, author_of
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.core.defstatus import DefinitionChecker
@@ -73,7 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--orphan-grace-period", type=duration, default=60.0,
                    help="how long a shard may be unavailable before its apps move, e.g. 1m (default 1m)")
     p.add_argument("--feature-gates", default="",
-                   help="comma-separated Gate=true|false (DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
+                   help="comma-separated Gate=true|false (AuthenticateApplication, default true; "
+                        "DisableWebhookAutoSchedule, ValidateComponentWhenSharding)")
+    p.add_argument("--authentication-with-user", action=GoBool, default=True,
+                   help="record who writes an application and act as that user (default true; false: every app "
+                        "acts as --authentication-default-user with its recorded groups)")
+    p.add_argument("--authentication-default-user", default=DEFAULT_USER,
+                   help=f"the user an application with no recorded author acts as (default {DEFAULT_USER})")
+    p.add_argument("--authentication-group-pattern", default=DEFAULT_GROUP_PATTERN,
+                   help="which of the writer's groups are recorded and acted as: * matches any text, | separates "
+                        f"alternatives (default {DEFAULT_GROUP_PATTERN})")
     p.add_argument("--webhook-port", type=int, default=9443, help="HTTPS port of the admission webhooks (master)")
     p.add_argument("--webhook-bind-address", default=None, metavar="IP",
                    help="address the admission webhooks listen on (default: 0.0.0.0 inside a pod, i.e. when "
@@ -88,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validating-failure-policy", choices=["Fail", "Ignore"], default="Fail")
     p.add_argument("--disable-webhooks", action=GoBool, help="master without admission webhooks")
     p.add_argument("--use-webhook", action=GoBool, default=None,
-                   help="KubeVela's switch for the admission webhooks: --use-webhook=false is --disable-webhooks "
-                        "(default: the master serves them)")
+                   help="KubeVela's switch for the admission webhooks: without sharding they are served only with "
+                        "--use-webhook; --use-webhook=false is --disable-webhooks "
+                        "(default: a sharded master serves them)")
     p.add_argument("--controller-identity", default=None,
                    help="the user this controller acts as (default: who a SelfSubjectReview says we are, else "
                         "system:serviceaccount:<namespace>:vela-core); it may move applications between shards")
@@ -139,7 +150,7 @@ def ignored_flags(args: argparse.Namespace) -> list[str]:
                   if name.startswith(_IGNORED_PREFIX) and value is not None)
 
 
-FEATURE_GATES = ("DisableWebhookAutoSchedule", "ValidateComponentWhenSharding")
+FEATURE_GATES = ("AuthenticateApplication", "DisableWebhookAutoSchedule", "ValidateComponentWhenSharding")
 
 
 def parse_feature_gates(text: str) -> dict[str, bool]:
@@ -208,10 +219,19 @@ def _is_loopback_ip(host: str) -> bool:
         return False
 
 
+def auth_config(args: argparse.Namespace) -> AuthConfig:
+    """KubeVela's authentication flags; the AuthenticateApplication gate is on unless turned off."""
+    return AuthConfig(enabled=parse_feature_gates(args.feature_gates).get("AuthenticateApplication", True),
+                      with_user=args.authentication_with_user, default_user=args.authentication_default_user,
+                      group_pattern=args.authentication_group_pattern)
+
+
 def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Namespace) -> None:
-    """Without sharding one process serves every app; a slave runs only the Application controller for its
-    shard; the master also discovers shards and schedules apps in the background."""
+    """Without sharding one process serves every app (and, with --use-webhook, the webhooks that record authors
+    and check definitions); a slave runs only the Application controller for its shard; the master also
+    discovers shards, schedules apps in the background and serves the webhooks."""
     selector = f"{labels.SCHEDULED_SHARD_ID}={args.shard_id}" if args.enable_sharding else None
+    auth = auth_config(args)
     apps = ApplicationController(manager, AppOptions(workers=args.concurrent_reconciles,
                                                      revision_limit=args.application_revision_limit,
                                                      state_keep_interval=args.state_keep_interval,
@@ -219,24 +239,28 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      cache_managed=args.cache_managed_resources,
                                                      resync_period=args.application_re_sync_period,
                                                      assignment_key_namespace=args.namespace if args.enable_sharding
-                                                     else None))
+                                                     else None, auth=auth))
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)
-    if not args.enable_sharding:
-        return
-    # The load report rides on the shard's Lease, renewed every retry period.
-    manager.lease_annotations = lambda: load_annotations(len(apps.apps.store))
-    if args.shard_id != labels.MASTER_SHARD_ID:
-        return
+    if args.enable_sharding:
+        # The load report rides on the shard's Lease, renewed every retry period.
+        manager.lease_annotations = lambda: load_annotations(len(apps.apps.store))
+        if args.shard_id != labels.MASTER_SHARD_ID:
+            return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover
-    discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
-    # Loaded (or made) once this master leads; the scheduler and the webhook sign what they assign with it.
-    keys = SigningKey(client, args.namespace)
-    manager.add_runnable(keys.start, keys.stop)
-    background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
-                                     args.reschedule_period, args.orphan_grace_period, args.reschedule_workers)
-    manager.add_runnable(background.start, background.stop, background.heartbeat)
-    if args.disable_webhooks:
+    keys = None
+    if args.enable_sharding:
+        discovery = ShardDiscovery(manager, args.namespace, static, args.sharding_slave_discovery_resync_period)
+        # Loaded (or made) once this master leads; the scheduler and the webhook sign what they assign with it.
+        keys = SigningKey(client, args.namespace)
+        manager.add_runnable(keys.start, keys.stop)
+        background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
+                                         args.reschedule_period, args.orphan_grace_period, args.reschedule_workers,
+                                         author=lambda app: client.acting_as(author_of(app, auth)) if auth.enabled
+                                         else client)
+        manager.add_runnable(background.start, background.stop, background.heartbeat)
+    # KubeVela serves its webhooks with --use-webhook; a sharded master serves them unless told not to.
+    if args.disable_webhooks or (not args.enable_sharding and not args.use_webhook):
         return
     gates = parse_feature_gates(args.feature_gates)
     # The guard must trust whoever this master runs as: ask the API server unless told.
@@ -258,7 +282,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         privileged_users=tuple([identity] + [u for u in args.shard_admin_users.split(",") if u]),
         auto_schedule=not gates.get("DisableWebhookAutoSchedule", False),
         validate_components=gates.get("ValidateComponentWhenSharding", False), kubeconfig=args.kubeconfig,
-        log_format=args.log_format), keys)
+        log_format=args.log_format, sharding=args.enable_sharding, auth=auth), keys)
     manager.add_runnable(webhooks.start, webhooks.stop)
 
 

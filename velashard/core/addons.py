@@ -15,8 +15,9 @@ import velashard
 from velashard.core.templates import plain
 from velashard.cue.api import Program, compile_sources
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import LIST, STRUCT, Vertex
+from velashard.cue.evaluator import Vertex
 from velashard.cue.values import BasicType, Disj
+from velashard.cue.vertex import LIST, STRUCT
 
 
 class AddonError(Exception):

@@ -1,5 +1,8 @@
-"""Applying an app's rendered objects (never adopting another app's, three-way merged onto what is live) and
-garbage-collecting what it no longer renders."""
+"""Applying an app's rendered objects (never adopting another app's, nor one no app manages unless a take-over
+policy says so; three-way merged onto what is live) and garbage-collecting what it no longer renders.
+
+Every write, every delete and every read past the shard's caches goes through the reconcile's author client
+(`ctx.author`, see core/authors.py): the app can do only what the user who wrote it may do."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from velashard.core.managed import ManagedCaches, kinds_of
 from velashard.core.rendering import RenderedComponent
 from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
                                              gc_strategy, is_read_only, is_shared, keep_legacy_resources,
-                                             keep_live_paths, update_op)
+                                             keep_live_paths, may_take_over, update_op)
 from velashard.core.tracker import DependentCheck, Ref, RefKey, ref_key as ref_key_of
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -68,9 +71,9 @@ class Applier:
         return live
 
     def _get(self, ctx: ReconcileContext, res: Resource, name: str, namespace: str | None) -> dict[str, Any]:
-        """A read past the shard's cache: a resource of this app labelled for another shard means the master
-        is moving the app (its resources go first), so this shard must not write it back."""
-        live = self.client.get(res, name, namespace)
+        """A read past the shard's cache, as the author: a resource of this app labelled for another shard means
+        the master is moving the app (its resources go first), so this shard must not write it back."""
+        live = ctx.author.get(res, name, namespace)
         # Unlabelled (applied before sharding, or by hand) is not moving: this apply labels it.
         if self.check_dependent is not None and ownership.owner_of(live) == (ctx.namespace, ctx.name) and \
                 labels.SCHEDULED_SHARD_ID in (live["metadata"].get("labels") or {}):
@@ -78,12 +81,13 @@ class Applier:
         return live
 
     def live_of(self, ctx: ReconcileContext, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """The live counterpart of a rendered object; None when it or its kind does not exist."""
+        """The live counterpart of a rendered object; None when it or its kind does not exist, or when the author
+        may not read it (the refusal is on ctx.forbidden, so the app's status says so)."""
         try:
             res = self.resource(obj)
             return self.live(ctx, res, obj["metadata"]["name"],
                              obj["metadata"].get("namespace") if res.namespaced else None)
-        except errors.NotFound:
+        except (errors.NotFound, errors.Forbidden):
             return None
 
     def apply_component(self, ctx: ReconcileContext, comp: RenderedComponent, what: str = "component") -> None:
@@ -94,6 +98,8 @@ class Applier:
                 self._apply(ctx, comp, desired, what)
             except (errors.Conflict, errors.AlreadyExists) as err:
                 raise Retry(f'{what} "{comp.name}": {err.message}') from err
+            except errors.Forbidden as err:  # the author may not: the step fails saying so (and ctx.forbidden has it)
+                raise Terminal(f'{what} "{comp.name}": {err.message}') from err
 
     def apply_policy_objects(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
         """What policies render, each applied under the policy's name (its component label)."""
@@ -126,6 +132,10 @@ class Applier:
         other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
         if other is not None and is_shared(spec, info):
             return  # shared-resource: another app applied it first; this one uses it as it is
+        if other is not None:
+            self._refuse_owned(ctx, comp, desired, res, other, what)
+        if live is not None and ownership.owner_of(live) is None:
+            self._may_adopt(ctx, comp, desired, info, what)
         if live is not None:
             state_keep = (ctx.app.get("status") or {}).get("observedGeneration") == ctx.app["metadata"].get(
                 "generation")
@@ -134,33 +144,29 @@ class Applier:
                 return  # apply-once: left as it is live
             if paths:
                 desired = keep_live_paths(desired, live, paths)
-        if other is not None:
-            message = (f'{what} "{comp.name}": {desired["kind"]} {meta.get("namespace", "")}/{meta["name"]} '
-                       f"is owned by application {other[0]}/{other[1]}; not adopting it")
-            record_event(self.client, ctx.app, "Warning", "ResourceConflict", message)
-            raise Terminal(message)
         try:
             if live is None:
                 try:
-                    self._wrote(ctx, res, self.client.create(res, ownership.with_last_applied(desired)))
+                    self._wrote(ctx, res, ctx.author.create(res, ownership.with_last_applied(desired)))
                     return
                 except errors.AlreadyExists:
-                    live = self._get(ctx, res, meta["name"], namespace)  # the cache lagged behind
+                    live = self._get(ctx, res, meta["name"], namespace)  # the cache lagged, or no app manages it
                     other = ownership.conflicting_owner(live, ctx.namespace, ctx.name)
                     if other is not None:
-                        raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is owned by '
-                                       f"application {other[0]}/{other[1]}; not adopting it") from None
+                        self._refuse_owned(ctx, comp, desired, res, other, what)
+                    if ownership.owner_of(live) is None:
+                        self._may_adopt(ctx, comp, desired, info, what)
             if update_op(spec, info) == "replace":
                 merged = ownership.with_last_applied(copy.deepcopy(desired))
                 merged["metadata"] = {**live["metadata"], **merged["metadata"]}  # identity and version stay
             else:
                 merged = ownership.merged_for_update(desired, live)
             if ownership.needs_update(merged, live):
-                self._wrote(ctx, res, self.client.update(res, merged))
+                self._wrote(ctx, res, ctx.author.update(res, merged))
         except errors.Invalid as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
                            f"{err.message}") from err
-        except (errors.Conflict, errors.AlreadyExists):
+        except (errors.Conflict, errors.AlreadyExists, errors.Forbidden):
             raise
         except errors.BadRequest as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]}: {err.message}') from err
@@ -169,6 +175,32 @@ class Applier:
         ctx.saw(res, written)
         if self.own_writes is not None:
             self.own_writes.wrote(written)
+
+    @staticmethod
+    def _where(desired: dict[str, Any]) -> str:
+        meta = desired["metadata"]
+        return f'{desired["kind"]} {meta.get("namespace", "")}/{meta["name"]}'
+
+    def _refuse_owned(self, ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any], res: Resource,
+                      other: tuple[str, str], what: str) -> None:
+        """Another app owns it: never adopted. The cache that told us is the shard's own, so first ask the API
+        as the author (one read, only here): an author who may not read it learns nothing of who owns it."""
+        meta = desired["metadata"]
+        self._get(ctx, res, meta["name"], meta.get("namespace") if res.namespaced else None)
+        message = (f'{what} "{comp.name}": {self._where(desired)} is owned by application {other[0]}/{other[1]}; '
+                   "not adopting it")
+        record_event(self.client, ctx.app, "Warning", "ResourceConflict", message)
+        raise Terminal(message)
+
+    @staticmethod
+    def _may_adopt(ctx: ReconcileContext, comp: RenderedComponent, desired: dict[str, Any], info: ResourceInfo,
+                   what: str) -> None:
+        """An object that exists but that no app manages is adopted only under a take-over or shared-resource
+        policy (KubeVela's rule); read-only ones never reach here."""
+        spec = ctx.app.get("spec") or {}
+        if not (may_take_over(spec, info) or is_shared(spec, info)):
+            raise Terminal(f'{what} "{comp.name}": {Applier._where(desired)} exists but is not managed by any '
+                           "application; a take-over policy adopts it, a read-only policy uses it as it is")
 
     @staticmethod
     def info_of(app: dict[str, Any], ref: Ref) -> ResourceInfo:
@@ -189,9 +221,10 @@ class Applier:
         rank = {name: i for i, name in enumerate(order)}
         return sorted(refs, key=lambda r: rank.get(r.get("component", ""), len(rank)))
 
-    def collect_garbage(self, app: dict[str, Any], previous: dict[RefKey, Ref],
+    def collect_garbage(self, ctx: ReconcileContext, previous: dict[RefKey, Ref],
                         desired: dict[RefKey, Ref]) -> dict[RefKey, Ref]:
         """Delete what is no longer rendered, unless garbage-collect policies keep it; returns what is kept."""
+        app = ctx.app
         spec = app.get("spec") or {}
         kept = {}
         legacy = keep_legacy_resources(spec)
@@ -200,24 +233,25 @@ class Applier:
             if legacy or gc_strategy(spec, self.info_of(app, ref)) != "onAppUpdate":
                 kept[ref_key_of(ref)] = ref
             else:
-                self.delete_managed(app, ref)
+                self.delete_managed(app, ref, ctx.author)
         return kept
 
-    def delete_managed(self, app: dict[str, Any], ref: Ref) -> None:
-        """Delete what we recorded, unless it now belongs to another app (never delete others' resources)."""
+    def delete_managed(self, app: dict[str, Any], ref: Ref, author: KubeClient) -> None:
+        """Delete what we recorded, as the app's author, only while the app owns it: never another app's
+        resource, nor one no app manages (recorded but never adopted, or read-only)."""
         try:
             res = self.discovery.for_kind(ref["apiVersion"], ref["kind"])
             informer = self._cache(res)
             live = informer.store.get_by(ref.get("namespace"), ref["name"]) if informer is not None else None
             if live is None:  # not cached: gone, or not (yet) labelled for this shard
-                live = self.client.get(res, ref["name"], ref.get("namespace"))
+                live = author.get(res, ref["name"], ref.get("namespace"))
         except errors.NotFound:
             return
-        if ownership.conflicting_owner(live, app["metadata"]["namespace"], app["metadata"]["name"]):
+        if ownership.owner_of(live) != (app["metadata"]["namespace"], app["metadata"]["name"]):
             return
         try:
-            self.client.delete(res, ref["name"], ref.get("namespace"), propagation_policy="Background",
-                               preconditions={"uid": live["metadata"]["uid"]})
+            author.delete(res, ref["name"], ref.get("namespace"), propagation_policy="Background",
+                          preconditions={"uid": live["metadata"]["uid"]})
             log.info("garbage-collected resource", extra=fields(
                 key=f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}',
                 resource=f'{ref["kind"]}/{ref.get("namespace", "")}/{ref["name"]}'))

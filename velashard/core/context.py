@@ -1,5 +1,6 @@
 """What one reconcile of one Application knows: a private copy of the app, the definitions it renders with,
-and the live objects it has read or written so far (so a step never reads again what an earlier step saw)."""
+the client that acts as the app's author, what the author was refused, and the live objects it has read or
+written so far (so a step never reads again what an earlier step saw)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from velashard.core.rendering import Definitions
+from velashard.kube import errors
+from velashard.kube.client import KubeClient
 from velashard.kube.resources import Resource
 
 ObjectKey = tuple[str, str, "str | None", str]  # plural, group, namespace, name
@@ -16,7 +19,13 @@ ObjectKey = tuple[str, str, "str | None", str]  # plural, group, namespace, name
 class ReconcileContext:
     app: dict[str, Any]
     definitions: Definitions
+    author: KubeClient  # everything the app makes the cluster do goes through this client (see core/authors.py)
     objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
+    forbidden: list[str] = field(default_factory=list)  # every refusal the author met, in order
+
+    def refused(self, err: errors.Forbidden) -> None:
+        if err.message not in self.forbidden:
+            self.forbidden.append(err.message)
 
     @property
     def name(self) -> str:

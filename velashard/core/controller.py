@@ -12,6 +12,7 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_D
                                 RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE, TRAIT_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.authors import AuthConfig
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
@@ -49,6 +50,8 @@ class Options:
     # Sharded: the controller's namespace, where the master publishes the key that proves shard assignments; an
     # app whose assignment has no valid proof is handed back to the scheduler instead of run (None: no check).
     assignment_key_namespace: str | None = None
+    # Who apps act as (KubeVela's AuthenticateApplication, on by default): their recorded authors.
+    auth: AuthConfig = AuthConfig()
 
 
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -119,7 +122,7 @@ class ApplicationController:
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
-            options.waiting_requeue)
+            options.waiting_requeue, options.auth)
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:

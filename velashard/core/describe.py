@@ -10,9 +10,11 @@ from typing import Any
 
 from velashard.core.templates import compile_template
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import LIST, STRUCT, Vertex, to_data
+from velashard.cue.evaluator import Vertex
 from velashard.cue.export import tail_element
+from velashard.cue.export_rules import to_data
 from velashard.cue.values import BasicType, Disj, default_of, fmt
+from velashard.cue.vertex import LIST, STRUCT
 
 
 @dataclass(frozen=True)

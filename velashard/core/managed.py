@@ -3,6 +3,9 @@
 Kinds the built-in definitions render are watched from the start; any other kind an app applies (from
 k8s-objects, a custom definition or ref-objects) gets an informer on demand, stopped again once no app
 this process holds applies it. Every change of a cached resource (status, drift, deletion) wakes its app.
+
+Only kinds this process may list and watch itself are cached: apps act as their authors, and the controller's
+own role deliberately leaves out kinds such as Secrets (their reads go to the API as the author instead).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import threading
 from typing import Any, Callable
 
 from velashard.kube import errors
+from velashard.kube.access import AccessReviews
 from velashard.kube.informer import Informer
 from velashard.kube.manager import Manager
 from velashard.kube.resources import DEPLOYMENTS, JOBS, SERVICES, STATEFULSETS, Resource
@@ -33,6 +37,7 @@ class ManagedCaches:
         self._informers: dict[Resource, Informer] = {}
         self._builtin = set(BUILTIN_KINDS)
         self._used: dict[str, frozenset[Resource]] = {}  # app key -> on-demand kinds it applies
+        self._access = AccessReviews(manager.client)
         for res in BUILTIN_KINDS:
             informer = manager.informer(res, label_selector=selector, transform=for_managed_resources, packed=True)
             self._informers[res] = informer
@@ -44,7 +49,8 @@ class ManagedCaches:
 
     def use(self, key: str, kinds: set[Resource]) -> None:
         """Record the kinds an app applies now: start informers for new ones, stop those no app uses any more."""
-        wanted = frozenset(k for k in kinds if k not in self._builtin)
+        wanted = frozenset(k for k in kinds if k not in self._builtin and (k in self._informers
+                                                                            or self._access.may_watch(k)))
         started: list[Informer] = []
         with self._lock:
             if self._used.get(key, frozenset()) == wanted:

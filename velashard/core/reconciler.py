@@ -16,8 +16,9 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.core import status as app_status
 from velashard.core.apply import Applier
+from velashard.core.authors import AuthConfig, author_of, refusal
 from velashard.core.context import ReconcileContext
-from velashard.core.events import timestamp
+from velashard.core.events import record_event, timestamp
 from velashard.core.health import component_health, definition_status, resource_health
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
@@ -43,38 +44,60 @@ class ApplicationReconciler:
     def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
                  definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
-                 waiting_requeue: float):
+                 waiting_requeue: float, auth: AuthConfig = AuthConfig()):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
-        self.variables = WorkflowVariables(client)
+        self.variables = WorkflowVariables()
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
+        self.auth = auth
+
+    def context(self, app: dict[str, Any]) -> ReconcileContext:
+        """The reconcile's state, with the client that acts as the app's author (with authentication off: as
+        the controller itself) and hears every refusal."""
+        ctx = ReconcileContext(app, self.definitions(), self.client)
+        ctx.author = self.client.acting_as(author_of(app, self.auth) if self.auth.enabled else None, ctx.refused)
+        return ctx
 
     def __call__(self, key: str) -> Result:
         app = self.lookup(key)
         if app is None:
             return DONE
         app = copy.deepcopy(app)
-        if app["metadata"].get("deletionTimestamp"):
-            return self.finalize(app)
-        if FINALIZER not in (app["metadata"].get("finalizers") or []):
-            self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
-                "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
-                "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
-            return DONE  # the update event brings the app back
-        return self.converge(ReconcileContext(app, self.definitions()))
+        ctx = self.context(app)
+        try:
+            if app["metadata"].get("deletionTimestamp"):
+                return self.finalize(ctx)
+            if FINALIZER not in (app["metadata"].get("finalizers") or []):
+                self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                    "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
+                    "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
+                return DONE  # the update event brings the app back
+            problem = refusal(app, self.auth)
+            if problem:
+                self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
+                    "Authorized", False, "ServiceAccountRefused", problem, timestamp())])
+                raise Terminal(problem)
+            return self.converge(ctx)
+        except errors.Forbidden as err:
+            # Refused where no step reports it (garbage collection, deletion): the status says so all the same.
+            status = copy.deepcopy(app.get("status") or {})
+            kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
+            self.write_status(ctx, status, status.get("status") or "rendering", kept)
+            raise Retry(f"the author was refused: {err.message}") from err
 
-    def finalize(self, app: dict[str, Any]) -> Result:
-        """Delete what the app owns, then its trackers and revisions, then drop the finalizer."""
+    def finalize(self, ctx: ReconcileContext) -> Result:
+        """Delete what the app owns (as its author), then its trackers and revisions, then drop the finalizer."""
+        app = ctx.app
         meta = app["metadata"]
         if FINALIZER not in (meta.get("finalizers") or []):
             return DONE
         tracker = self.trackers.get(app)
         for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
             if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
-                self.applier.delete_managed(app, ref)
+                self.applier.delete_managed(app, ref, ctx.author)
         if self._keeps_variables(app):
-            self.variables.delete(app)
+            self.variables.delete(ctx.author, app)
         self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
@@ -109,7 +132,9 @@ class ApplicationReconciler:
         except errors.KubeError as err:
             conditions.append(app_status.condition("Rendered", False, "RefObjectsFailed", err.message, now))
             self.write_status(ctx, status, "rendering", conditions)
-            raise Retry(f"reading referenced objects failed: {err.message}", after=self.waiting_requeue) from err
+            # A refusal is retried with backoff (the author may be granted the right), anything else soon.
+            raise Retry(f"reading referenced objects failed: {err.message}",
+                        after=None if ctx.forbidden else self.waiting_requeue) from err
         notes = [n for c in rendered.components for n in c.notes]
         conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
         if latest.get("revisionHash") != digest:
@@ -129,7 +154,7 @@ class ApplicationReconciler:
             raise RenderError("InvalidParameter", problem, "-", field="policies")
         effective = with_overrides(ctx.app)
         rendered = render_app(effective, ctx.definitions, revision)
-        resolve_ref_objects(self.client, self.discovery, effective, rendered, ctx.definitions, revision)
+        resolve_ref_objects(ctx.author, self.discovery, effective, rendered, ctx.definitions, revision)
         return rendered
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
@@ -149,24 +174,26 @@ class ApplicationReconciler:
         except Terminal as problem:
             conditions.append(app_status.condition("PoliciesApplied", False, "ApplyFailed", str(problem), now))
             self.write_status(ctx, status, "runningWorkflow", conditions)
+            if ctx.forbidden:
+                raise Retry(str(problem)) from problem
             raise
-        actions = StepActions(ctx, self.client, self.discovery, self.applier, rendered.components,
+        actions = StepActions(ctx, self.discovery, self.applier, rendered.components,
                               lambda comp: self.health(ctx, comp))
         previous = status.get("workflow") or {}
         steps = parse_steps(spec)
         # Most workflows pass no values between steps: they cost no ConfigMap read.
-        variables = self.variables.read(app) if uses_variables(steps) else {}
+        variables = self.variables.read(ctx.author, app) if uses_variables(steps) else {}
         evaluation = evaluate(app, steps, previous, variables, now_utc(), actions,
                               (status.get("latestRevision") or {}).get("name", ""))
         workflow = evaluation.status
         if evaluation.variables != variables:
-            self.variables.write(app, evaluation.variables)
+            self.variables.write(ctx.author, app, evaluation.variables)
         for obj in actions.applied_objects:
             desired_refs[ref_key(ref_of(obj))] = ref_of(obj)
         if actions.applied_objects:
             tracker = self.trackers.save(app, tracker, {**previous_refs, **desired_refs})
         if workflow["finished"] and not any(s["phase"] == "failed" for s in workflow["steps"]):
-            kept = self.applier.collect_garbage(app, previous_refs, desired_refs)
+            kept = self.applier.collect_garbage(ctx, previous_refs, desired_refs)
             self.trackers.save(app, tracker, {**kept, **desired_refs})
         health: app_status.Health = {c.name: actions.health_of(c.name) for c in rendered.components}
         traits = {(c.name, t): self.trait_health(ctx, c, t) for c in rendered.components for t in c.traits}
@@ -178,6 +205,8 @@ class ApplicationReconciler:
         conditions.extend(app_status.workflow_conditions(workflow, health, now))
         if not self.write_status(ctx, status, phase, conditions):
             return DONE
+        if ctx.forbidden:  # the status says who was refused what; try again with backoff
+            raise Retry(f"the author was refused: {ctx.forbidden[0]}")
         # Settled apps come back as a safety net (every re-sync period with caches, whose events bring drift and
         # health at once; every state-keep interval without); others sooner, to see progress.
         settled = phase in app_status.SETTLED_PHASES
@@ -223,9 +252,18 @@ class ApplicationReconciler:
 
     def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
                      conditions: list[dict[str, Any]]) -> bool:
-        """Write the status if it changed; False when the app is gone."""
+        """Write the status if it changed (with the Authorized condition: whom the app acts as, or what its author
+        was refused, which a Warning Event also says once); False when the app is gone."""
         stored = ctx.app.get("status") or {}
+        authorized = next((c for c in conditions if c["type"] == "Authorized"), None)
+        if authorized is None:
+            authorized = self.authorized(ctx)
+            conditions = conditions + [authorized]
         status = app_status.with_phase(stored, status, phase, ctx.app["metadata"].get("generation"), conditions)
+        if authorized["status"] == "False" and not any(
+                c.get("type") == "Authorized" and c.get("status") == "False" and c.get("message") == authorized["message"]
+                for c in stored.get("conditions") or []):
+            record_event(self.client, ctx.app, "Warning", authorized["reason"], authorized["message"])
         if status == stored:
             return True
         try:
@@ -236,6 +274,15 @@ class ApplicationReconciler:
             return False
         self.await_cached(ctx.key, written["metadata"]["resourceVersion"])
         return True
+
+    def authorized(self, ctx: ReconcileContext) -> dict[str, Any]:
+        """Condition Authorized: False naming every refusal this reconcile met, else whom the app acts as."""
+        now = timestamp()
+        if ctx.forbidden:
+            return app_status.condition("Authorized", False, "Forbidden", "; ".join(ctx.forbidden), now)
+        who = ctx.author.identity
+        message = f"acts as {who}" if who is not None else "acts as the controller (authentication is off)"
+        return app_status.condition("Authorized", True, "Authorized", message, now)
 
     def await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> None:
         """Hold the worker until the cache shows our write (usually milliseconds): events queued meanwhile (the

@@ -2,291 +2,37 @@
 
 Definitions carry KubeVela's schematics: `spec.schematic.cue.template` (a CUE template evaluated with the
 component's properties as `parameter` and KubeVela's `context`), or `spec.schematic.kube` ({template: literal
-object, parameters: [{name, type, fieldPaths, required, default}]}) for components. A component's template
-gives `output` (the workload) and `outputs` (auxiliary objects); each trait, in order, sees the workload and
-outputs rendered so far as `context.output`/`context.outputs` and gives `patch` (merged into the workload by
-KubeVela's rules), `patchOutputs`, `outputs` and `errs`. Pure functions over plain data; a rendered component is
-cached by (definition generations, component, app context) so that a re-sync evaluates nothing.
+object, parameters: [{name, type, fieldPaths, required, default}]}) for components (`schematics.py`). A
+component's template gives `output` (the workload) and `outputs` (auxiliary objects); its traits then patch and
+add to them (`traits.py`). Pure functions over plain data; a rendered component is cached
+(`render_cache.py`) so that a re-sync evaluates nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import re
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 from velashard.apis import labels
-from velashard.core.slotcache import SlotCache, digest
-from velashard.core.templates import app_context, compile_template, component_revision, plain
-from velashard.cue.errors import CueError
-from velashard.patch import PatchError
-from velashard.patch.copying import copy_json
-from velashard.patch.trait_patch import apply_trait_patch
+from velashard.core.render_cache import cached, component_key, policy_key, slot
+from velashard.core.rendered import (Definitions, RenderedApp, RenderedComponent, RenderError, finish, marked,
+                                     properties_of)
+from velashard.core.schematics import cue_template, evaluate, export, kube_schematic, outputs_of
+from velashard.core.templates import app_context, component_revision
+from velashard.core.traits import with_traits
 
 REF_OBJECTS = "__refObjects__"
 REF_OBJECTS_TYPE = "ref-objects"  # KubeVela reads the objects this component type names itself
-# One entry per component (and policy) of every app a shard serves; the bound only drops apps long gone.
-_RENDERED = SlotCache(maxsize=1 << 16, packed=True)
-_RENDERS = [0]  # components and policies evaluated (cache misses), for tests
-_RENDERS_LOCK = threading.Lock()
-
-
-class RenderError(Exception):
-    """Why an app could not be rendered, naming the component, trait and field."""
-
-    def __init__(self, reason: str, message: str, component: str, trait: str | None = None,
-                 field: str | None = None):
-        where = f'component "{component}"' + (f' trait "{trait}"' if trait else "")
-        super().__init__(f"{where}: {message}")
-        self.reason = reason
-        self.component = component
-        self.trait = trait
-        self.field = field
-
-
-@dataclass
-class Definitions:
-    """Definitions by name, as the controller's informers hold them."""
-
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    traits: dict[str, dict[str, Any]] = field(default_factory=dict)
-    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cluster_version: dict[str, Any] | None = None
-
-    @classmethod
-    def from_objects(cls, components: list[dict[str, Any]], traits: list[dict[str, Any]],
-                     policies: list[dict[str, Any]] = (), cluster_version: dict[str, Any] | None = None
-                     ) -> "Definitions":
-        return cls({d["metadata"]["name"]: d for d in components}, {d["metadata"]["name"]: d for d in traits},
-                   {d["metadata"]["name"]: d for d in policies}, cluster_version)
-
-    def fingerprint(self) -> str:
-        # the generation, which only a spec change moves (a status write, e.g. TemplateValid, must not
-        # make every app a new revision); the resourceVersion where a definition has none
-        parts = sorted(f'{kind}/{n}@{d["metadata"].get("uid", "")}:{_version(d)}'
-                       for kind, table in (("c", self.components), ("t", self.traits), ("p", self.policies))
-                       for n, d in table.items())
-        return ",".join(parts)
-
-
-@dataclass
-class RenderedComponent:
-    name: str
-    type: str
-    workload: dict[str, Any]
-    outputs: list[dict[str, Any]]
-    traits: list[str]
-    depends_on: list[str]
-    # ref-objects components wait for the controller to read the referenced objects
-    pending_spec: dict[str, Any] | None = None
-    properties: dict[str, Any] = field(default_factory=dict)
-    trait_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # traits used beyond what their definitions declare
-
-    @property
-    def objects(self) -> list[dict[str, Any]]:
-        return [self.workload] + self.outputs
-
-
-@dataclass
-class RenderedApp:
-    components: list[RenderedComponent]
-    # what policies with a CUE output render (KubeVela dispatches them before the workflow runs)
-    policy_objects: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _version(definition: dict[str, Any]) -> str:
-    meta = definition["metadata"]
-    return f'g{meta["generation"]}' if meta.get("generation") else str(meta.get("resourceVersion", ""))
-
-
-def _identity(definition: dict[str, Any]) -> str:
-    """A definition's generation: uid and generation when stored, else its content (files, built-ins)."""
-    meta = definition["metadata"]
-    if meta.get("uid") and (meta.get("generation") or meta.get("resourceVersion")):
-        return f'{meta["uid"]}:{_version(definition)}'
-    return hashlib.sha256(json.dumps(definition.get("spec"), sort_keys=True, default=str).encode()).hexdigest()
-
-
-def cue_template(definition: dict[str, Any]) -> str | None:
-    return (((definition.get("spec") or {}).get("schematic") or {}).get("cue") or {}).get("template")
-
-
-def _definition_kind(definition: dict[str, Any]) -> str:
-    return {"ComponentDefinition": "component", "TraitDefinition": "trait",
-            "PolicyDefinition": "policy"}.get(definition.get("kind", ""), "definition")
-
-
-def _cue_error(err: CueError, definition: dict[str, Any], component: str, trait: str | None) -> RenderError:
-    """A CUE error as the Rendered condition shows it: the definition, the field and CUE's message."""
-    name = f'{_definition_kind(definition)} definition "{definition["metadata"]["name"]}"'
-    path = err.path or ""
-    where = "; ".join(str(p) for p in err.positions[:2])
-    if path == "parameter" or path.startswith("parameter."):
-        param = path[len("parameter."):] or "properties"
-        missing = err.kind == "incomplete" and param != "properties"
-        message = (f'{name}: parameter "{param}" is required' + (f" ({err.message})" if err.message else "")
-                   if missing else f'{name}: parameter "{param}": {err.message}')
-        return RenderError("InvalidParameter", message, component, trait, param)
-    if err.kind == "syntax":
-        return RenderError("TemplateError", f"{name}: the template does not compile: {err.message} at {where}",
-                           component, trait)
-    detail = f"{path}: {err.message}" if path else err.message
-    return RenderError("TemplateError", f"{name}: {detail}" + (f" ({where})" if where else ""), component, trait,
-                       path or None)
-
-
-def _evaluate(definition: dict[str, Any], parameter: Any, context: dict[str, Any], component: str,
-              trait: str | None) -> Any:
-    template = cue_template(definition)
-    try:
-        program = compile_template(template or "", f'{definition["metadata"]["name"]}.cue')
-        # no properties are an empty struct, as KubeVela gives a component (`parameter: {}`)
-        instance = program.evaluate({"parameter": {} if parameter is None else parameter, "context": context})
-        if instance.exists("parameter"):
-            instance.export("parameter", check=False)  # a parameter error is the user's: say so first
-    except CueError as err:
-        raise _cue_error(err, definition, component, trait) from None
-    return instance
-
-
-def _export(instance: Any, expression: str, definition: dict[str, Any], component: str, trait: str | None) -> Any:
-    try:
-        return plain(instance.export(expression, check=False))
-    except CueError as err:
-        raise _cue_error(err, definition, component, trait) from None
-
-
-def _outputs(instance: Any, definition: dict[str, Any], component: str, trait: str | None) -> list[tuple[str, Any]]:
-    """`outputs`, each read on its own as KubeVela does (an error elsewhere in the struct does not hide them)."""
-    if not instance.exists("outputs"):
-        return []
-    try:
-        keys = instance.fields("outputs")
-    except CueError as err:
-        raise _cue_error(err, definition, component, trait) from None
-    return [(key, _export(instance, f"outputs[{json.dumps(key)}]", definition, component, trait)) for key in keys]
-
-
-def _set_path(obj: dict[str, Any], path: str, value: Any) -> None:
-    """Set `a.b[0].c` in a nested object, creating maps along the way."""
-    tokens = re.findall(r"([^.\[\]]+)|\[(\d+)\]", path)
-    node: Any = obj
-    for i, (name, index) in enumerate(tokens):
-        last = i == len(tokens) - 1
-        nxt_is_index = not last and tokens[i + 1][1] != ""
-        if name:
-            if last:
-                node[name] = value
-            else:
-                node = node.setdefault(name, [] if nxt_is_index else {})
-        else:
-            idx = int(index)
-            while len(node) <= idx:
-                node.append({})
-            if last:
-                node[idx] = value
-            else:
-                node = node[idx]
-
-
-_KUBE_TYPES = {"string": str, "number": (int, float), "boolean": bool, "array": list, "object": dict}
-
-
-def _kube_schematic(schematic: dict[str, Any], properties: dict[str, Any], component: str) -> dict[str, Any]:
-    """KubeVela's CUE-free schematic: parameters set fields of a literal object by their paths."""
-    params = {p["name"]: p for p in schematic.get("parameters") or []}
-    for name, value in properties.items():
-        if name not in params:
-            raise RenderError("InvalidParameter", f'unknown parameter "{name}"', component, field=name)
-        want = _KUBE_TYPES.get(params[name].get("type", "string"))
-        if want and not isinstance(value, want) or isinstance(value, bool) and want == (int, float):
-            raise RenderError("InvalidParameter", f'parameter "{name}" must be a {params[name].get("type")}',
-                              component, field=name)
-    workload = copy_json(schematic.get("template") or {})
-    for name, p in params.items():
-        value = properties.get(name, p.get("default"))
-        if value is None:
-            if p.get("required"):
-                raise RenderError("InvalidParameter", f'parameter "{name}" is required', component, field=name)
-            continue
-        for path in p.get("fieldPaths") or []:
-            _set_path(workload, path, copy_json(value))
-    return workload
-
-
-def _marked(obj: dict[str, Any], marks: dict[str, str]) -> dict[str, Any]:
-    meta = obj.setdefault("metadata", {})
-    meta["labels"] = {**(meta.get("labels") or {}), **marks}
-    return obj
-
-
-def _output_marks(trait: str, key: str, revision: str) -> dict[str, str]:
-    return {labels.RESOURCE_TYPE: "TRAIT", labels.TRAIT_TYPE: trait, labels.TRAIT_RESOURCE: key,
-            labels.APP_REVISION: revision}
-
-
-def _finish(obj: Any, app: dict[str, Any], component: str, where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict) or not obj.get("kind") or not obj.get("apiVersion"):
-        raise RenderError("TemplateError", f"{where} must be an object with apiVersion and kind", component)
-    obj = copy_json(obj)
-    meta = obj.setdefault("metadata", {})
-    meta.setdefault("name", component)
-    meta.setdefault("namespace", app["metadata"].get("namespace", "default"))
-    meta["labels"] = {**(meta.get("labels") or {}), labels.APP_NAME: app["metadata"]["name"],
-                      labels.APP_NAMESPACE: app["metadata"].get("namespace", "default"),
-                      labels.APP_COMPONENT: component}
-    return obj
-
-
-def _properties(value: Any, component: str, trait: str | None = None) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise RenderError("InvalidParameter", "properties must be an object", component, trait, "properties")
-    return value
-
-
-def _cache_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> bytes:
-    meta = app["metadata"]
-    used = [defs.components.get(spec.get("type", ""))] + [defs.traits.get(t.get("type", "")) if isinstance(t, dict)
-                                                          else None for t in spec.get("traits") or []]
-    text = json.dumps([spec, (app.get("spec") or {}).get("components"), meta.get("name"), meta.get("namespace"),
-                       meta.get("labels"), meta.get("annotations"), revision, defs.cluster_version,
-                       [_identity(d) if d else None for d in used]], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).digest()
-
-
-def _slot(app: dict[str, Any], kind: str, name: Any) -> bytes:
-    meta = app["metadata"]
-    return digest(str(meta.get("namespace")), str(meta.get("name")), kind, str(name))
 
 
 def render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> RenderedComponent:
-    slot, key = _slot(app, "component", spec.get("name")), _cache_key(app, spec, defs, revision)
-    cached = _RENDERED.get(slot, key)  # a private copy: callers may change it
-    if cached is None:
-        _counted_render()
+    def render() -> dict[str, Any]:
         rendered = _render_component(app, spec, defs, revision)
-        # Its fields as they are: packing copies them (dataclasses.asdict's deep copy was an eighth of a render).
-        cached = {f.name: getattr(rendered, f.name) for f in dataclasses.fields(rendered)}
-        _RENDERED.put(slot, key, cached)
-    return RenderedComponent(**cached)
+        # Its fields as they are: the cache copies them (dataclasses.asdict's deep copy was an eighth of a render).
+        return {f.name: getattr(rendered, f.name) for f in dataclasses.fields(rendered)}
 
-
-def _counted_render() -> None:
-    with _RENDERS_LOCK:
-        _RENDERS[0] += 1
-
-
-def render_count() -> int:
-    """How many components and policies were evaluated so far (not served from the cache)."""
-    with _RENDERS_LOCK:
-        return _RENDERS[0]
+    return RenderedComponent(**cached(slot(app, "component", spec.get("name")), component_key(app, spec, defs,
+                                                                                                revision), render))
 
 
 def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitions,
@@ -295,29 +41,29 @@ def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitio
     definition = defs.components.get(ctype)
     if definition is None:
         raise RenderError("UnknownType", f'unknown component type "{ctype}"', name, field="type")
-    properties = _properties(spec.get("properties"), name)
+    properties = properties_of(spec.get("properties"), name)
     schematic = (definition.get("spec") or {}).get("schematic") or {}
     context = {**app_context(app, revision, defs.cluster_version), "name": name,
                "revision": component_revision(spec)}
     if spec.get("properties") is not None:
         context["parameter"] = properties
     if "kube" in schematic:
-        output, outputs = _kube_schematic(schematic["kube"], properties, name), []
+        output, outputs = kube_schematic(schematic["kube"], properties, name), []
     elif "cue" in schematic:
-        instance = _evaluate(definition, properties, context, name, None)
+        instance = evaluate(definition, properties, context, name, None)
         if ctype == REF_OBJECTS_TYPE:
             _check_trait_types(spec, defs)
-            return RenderedComponent(name, ctype, {REF_OBJECTS: _export(instance, "parameter", definition, name,
-                                                                        None)},
+            return RenderedComponent(name, ctype, {REF_OBJECTS: export(instance, "parameter", definition, name,
+                                                                       None)},
                                      [], [], list(spec.get("dependsOn") or []), pending_spec=spec,
                                      properties=properties)
         if not instance.exists("output"):
             raise RenderError("TemplateError", f'component definition "{ctype}": the template has no output', name)
-        output = _export(instance, "output", definition, name, None)
-        outputs = _outputs(instance, definition, name, None)
+        output = export(instance, "output", definition, name, None)
+        outputs = outputs_of(instance, definition, name, None)
     else:
         raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (cue or kube)', name)
-    return _with_traits(app, spec, output, outputs, defs, revision, context)
+    return with_traits(app, spec, output, outputs, defs, revision, context)
 
 
 def _check_trait_types(spec: dict[str, Any], defs: Definitions) -> None:
@@ -335,124 +81,7 @@ def complete_ref_objects(app: dict[str, Any], comp: RenderedComponent, objects: 
     outputs = [(f"objects-{i}", o) for i, o in enumerate(objects[1:], 1)]
     context = {**app_context(app, revision, defs.cluster_version), "name": spec.get("name", ""),
                "revision": component_revision(spec), "parameter": comp.properties}
-    return _with_traits(app, spec, objects[0], outputs, defs, revision, context)
-
-
-def _workload_types(definition: dict[str, Any], ctype: str) -> set[str]:
-    """The names a trait's appliesToWorkloads may use for a component: its type, its workload type
-    (deployments.apps) and apiVersion/kind forms."""
-    workload = (definition.get("spec") or {}).get("workload") or {}
-    names = {ctype}
-    if workload.get("type"):
-        names.add(workload["type"])
-    gvk = workload.get("definition") or {}
-    if gvk.get("kind"):
-        group = gvk.get("apiVersion", "").rpartition("/")[0]
-        plural = gvk["kind"].lower() + ("es" if gvk["kind"].lower().endswith("s") else "s")
-        names.update({f"{plural}.{group}" if group else plural, f'{gvk.get("apiVersion")}.{gvk["kind"]}'})
-    return names
-
-
-def _applicability(trait_def: dict[str, Any], comp_def: dict[str, Any] | None, spec: dict[str, Any],
-                   ttype: str) -> list[str]:
-    """What a trait's appliesToWorkloads and conflictsWith say about its use here. KubeVela renders such a trait
-    anyway (its own examples rely on it): velashard renders it too and says so in the Rendered condition."""
-    ctype = spec.get("type", "")
-    notes = []
-    tspec = trait_def.get("spec") or {}
-    applies = tspec.get("appliesToWorkloads") or []
-    workload_type = ((comp_def or {}).get("spec") or {}).get("workload", {}).get("type", "")
-    if applies and "*" not in applies and workload_type != "autodetects.core.oam.dev" and comp_def is not None:
-        names = _workload_types(comp_def, ctype)
-        if not names & set(applies):
-            notes.append(f'component "{spec.get("name", "")}": trait "{ttype}" does not declare that it applies to '
-                         f'component type "{ctype}" (appliesToWorkloads: {", ".join(applies)})')
-    conflicts = set(tspec.get("conflictsWith") or []) & {t.get("type") for t in spec.get("traits") or []}
-    if conflicts:
-        notes.append(f'component "{spec.get("name", "")}": trait "{ttype}" conflicts with trait '
-                     f'"{sorted(conflicts)[0]}" (conflictsWith)')
-    return notes
-
-
-def _with_traits(app: dict[str, Any], spec: dict[str, Any], output: Any, outputs: list[tuple[str, Any]],
-                 defs: Definitions, revision: int, context: dict[str, Any]) -> RenderedComponent:
-    name = spec.get("name", "")
-    app_revision = f'{app["metadata"]["name"]}-v{revision}'
-    workload = _finish(output, app, name, "output")
-    rendered = [(k, "AuxiliaryWorkload", _finish(o, app, name, f"outputs.{k}")) for k, o in outputs]
-    trait_types = []
-    trait_properties = {}
-    notes: list[str] = []
-    comp_def = defs.components.get(spec.get("type", ""))
-    for trait in spec.get("traits") or []:
-        ttype = trait.get("type", "") if isinstance(trait, dict) else ""
-        definition = defs.traits.get(ttype)
-        if definition is None:
-            raise RenderError("UnknownType", f'unknown trait type "{ttype}"', name, ttype, "type")
-        notes.extend(_applicability(definition, comp_def, spec, ttype))
-        props = _properties(trait.get("properties"), name, ttype)
-        trait_context = {**context, "output": workload, "componentType": spec.get("type", "")}
-        if rendered:
-            trait_context["outputs"] = {k: o for k, _, o in rendered}
-        workload, rendered = _apply_trait(app, definition, trait.get("properties"), trait_context, workload,
-                                          rendered, name, ttype)
-        trait_types.append(ttype)
-        trait_properties[ttype] = props
-    # Traits may rename the workload (e.g. json-merge-patch on a cloned object): labels are applied last.
-    workload = _marked(_finish(workload, app, name, "output"), {labels.RESOURCE_TYPE: "WORKLOAD",
-                                                                labels.WORKLOAD_TYPE: spec.get("type", ""),
-                                                                labels.APP_REVISION: app_revision})
-    marked = [_marked(o, _output_marks(source, key, app_revision)) for key, source, o in rendered]
-    return RenderedComponent(name, spec.get("type", ""), workload, _last_wins(marked), trait_types,
-                             list(spec.get("dependsOn") or []), properties=context.get("parameter") or {},
-                             trait_properties=trait_properties, notes=notes)
-
-
-def _last_wins(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One object per identity: a later output (e.g. a gateway's Service) replaces an earlier one with the same
-    kind and name (webservice's Service), as the later apply would in KubeVela."""
-    by_key: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    for obj in outputs:
-        meta = obj["metadata"]
-        by_key[(obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else "", obj["kind"],
-                meta.get("namespace", ""), meta["name"])] = obj
-    return list(by_key.values())
-
-
-def _apply_trait(app: dict[str, Any], definition: dict[str, Any], properties: Any, context: dict[str, Any],
-                 workload: dict[str, Any], rendered: list[tuple[str, str, dict[str, Any]]], component: str,
-                 ttype: str) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any]]]]:
-    if cue_template(definition) is None:
-        raise RenderError("TemplateError", f'trait definition "{ttype}" has no CUE schematic', component, ttype)
-    instance = _evaluate(definition, properties, context, component, ttype)
-    errs = _export(instance, "errs", definition, component, ttype) if instance.exists("errs") else None
-    if errs:
-        messages = errs if isinstance(errs, list) else [errs]
-        raise RenderError("InvalidParameter", f'trait definition "{ttype}": ' + "; ".join(map(str, messages)),
-                          component, ttype)
-    if instance.exists("patch"):
-        patch = _export(instance, "patch", definition, component, ttype)
-        try:
-            workload = apply_trait_patch(workload, patch, instance.tags("patch"))
-        except PatchError as err:
-            raise RenderError("PatchError", f'trait definition "{ttype}": patch failed: {err}', component, ttype)
-        if not isinstance(workload, dict) or not workload.get("metadata"):
-            raise RenderError("PatchError", "patch removed the workload's metadata", component, ttype)
-    rendered = list(rendered)
-    if instance.exists("patchOutputs"):
-        patches = _export(instance, "patchOutputs", definition, component, ttype) or {}
-        for key, patch in patches.items():
-            for i, (k, source, obj) in enumerate(rendered):
-                if k == key:
-                    try:
-                        obj = apply_trait_patch(obj, patch, instance.tags(f"patchOutputs[{json.dumps(key)}]"))
-                    except PatchError as err:
-                        raise RenderError("PatchError", f'trait definition "{ttype}": patchOutputs.{key}: {err}',
-                                          component, ttype)
-                    rendered[i] = (k, source, obj)
-    for key, obj in _outputs(instance, definition, component, ttype):
-        rendered.append((key, ttype, _finish(obj, app, component, f"outputs.{key}")))
-    return workload, rendered
+    return with_traits(app, spec, objects[0], outputs, defs, revision, context)
 
 
 def render_app(app: dict[str, Any], defs: Definitions, revision: int) -> RenderedApp:
@@ -481,17 +110,9 @@ def render_policies(app: dict[str, Any], defs: Definitions, revision: int) -> li
         definition = defs.policies.get(policy.get("type", "")) if isinstance(policy, dict) else None
         if definition is None or cue_template(definition) is None:
             continue
-        meta = app["metadata"]
-        key = hashlib.sha256(json.dumps(["policy", policy, meta.get("name"), meta.get("namespace"),
-                                         meta.get("labels"), meta.get("annotations"), revision, defs.cluster_version,
-                                         _identity(definition)], sort_keys=True, default=str).encode()).digest()
-        slot = _slot(app, "policy", policy.get("name"))
-        cached = _RENDERED.get(slot, key)
-        if cached is None:
-            _counted_render()
-            cached = _render_policy(app, policy, definition, defs, revision)
-            _RENDERED.put(slot, key, cached)
-        objects.extend(cached)
+        key = policy_key(app, policy, definition, defs, revision)
+        objects.extend(cached(slot(app, "policy", policy.get("name")), key,
+                              lambda: _render_policy(app, policy, definition, defs, revision)))
     return objects
 
 
@@ -500,10 +121,10 @@ def _render_policy(app: dict[str, Any], policy: dict[str, Any], definition: dict
     name = policy.get("name", "")
     where = f"policy {name}"
     context = {**app_context(app, revision, defs.cluster_version), "name": name}
-    instance = _evaluate(definition, _properties(policy.get("properties"), where), context, where, None)
+    instance = evaluate(definition, properties_of(policy.get("properties"), where), context, where, None)
     found = []
     if instance.exists("output"):
-        found.append(("output", _export(instance, "output", definition, where, None)))
-    found.extend((f"outputs.{key}", obj) for key, obj in _outputs(instance, definition, where, None))
+        found.append(("output", export(instance, "output", definition, where, None)))
+    found.extend((f"outputs.{key}", obj) for key, obj in outputs_of(instance, definition, where, None))
     marks = {labels.APP_REVISION: f'{app["metadata"]["name"]}-v{revision}'}
-    return [_marked(_finish(obj, app, name, f"{where}: {path}"), marks) for path, obj in found]
+    return [marked(finish(obj, app, name, f"{where}: {path}"), marks) for path, obj in found]

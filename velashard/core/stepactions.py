@@ -23,9 +23,10 @@ Health = Callable[[RenderedComponent], tuple[bool, str]]
 
 
 class StepActions:
-    def __init__(self, ctx: ReconcileContext, client: KubeClient, discovery: Discovery, applier: Applier,
+    def __init__(self, ctx: ReconcileContext, discovery: Discovery, applier: Applier,
                  components: list[RenderedComponent], health: Health):
-        self.ctx, self.client, self.discovery, self.applier = ctx, client, discovery, applier
+        # Steps read and write as the app's author (ctx.author), never with the controller's own rights.
+        self.ctx, self.discovery, self.applier = ctx, discovery, applier
         self.by_name = {c.name: c for c in components}
         self.health = health
         self.seen: dict[str, tuple[bool, str]] = {}  # component -> health, as this reconcile observed it
@@ -74,30 +75,32 @@ class StepActions:
         except errors.NotFound:
             raise StepError(f"the server has no resource for {api_version} {kind}", "InvalidParameter") from None
         try:
-            return self.client.get(res, name, namespace if res.namespaced else None)
+            return self.ctx.author.get(res, name, namespace if res.namespaced else None)
         except errors.NotFound:
             return None
+        except errors.Forbidden as err:
+            raise StepError(err.message, "Forbidden") from err
 
     def app_phase(self, namespace: str, name: str) -> str | None:
         try:
-            return (self.client.get(APPLICATIONS, name, namespace).get("status") or {}).get("status")
+            return (self.ctx.author.get(APPLICATIONS, name, namespace).get("status") or {}).get("status")
         except errors.NotFound:
             return None
+        except errors.Forbidden as err:
+            raise StepError(err.message, "Forbidden") from err
 
 
 class WorkflowVariables:
-    """Step outputs kept between reconciles in the ConfigMap `workflow-<app>-context`, as KubeVela keeps them."""
-
-    def __init__(self, client: KubeClient):
-        self.client = client
+    """Step outputs kept between reconciles in the ConfigMap `workflow-<app>-context`, as KubeVela keeps them: in
+    the app's namespace, so read and written as the app's author."""
 
     @staticmethod
     def name(app: dict[str, Any]) -> str:
         return f'workflow-{app["metadata"]["name"]}-context'
 
-    def read(self, app: dict[str, Any]) -> dict[str, Any]:
+    def read(self, client: KubeClient, app: dict[str, Any]) -> dict[str, Any]:
         try:
-            found = self.client.get(CONFIGMAPS, self.name(app), app["metadata"]["namespace"])
+            found = client.get(CONFIGMAPS, self.name(app), app["metadata"]["namespace"])
         except errors.NotFound:
             return {}
         try:
@@ -106,22 +109,22 @@ class WorkflowVariables:
             return {}
         return values if isinstance(values, dict) else {}
 
-    def delete(self, app: dict[str, Any]) -> None:
+    def delete(self, client: KubeClient, app: dict[str, Any]) -> None:
         try:
-            self.client.delete(CONFIGMAPS, self.name(app), app["metadata"]["namespace"])
+            client.delete(CONFIGMAPS, self.name(app), app["metadata"]["namespace"])
         except errors.NotFound:
             pass
 
-    def write(self, app: dict[str, Any], variables: dict[str, Any]) -> None:
+    def write(self, client: KubeClient, app: dict[str, Any], variables: dict[str, Any]) -> None:
         meta = app["metadata"]
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
             "name": self.name(app), "namespace": meta["namespace"],
             "labels": {labels.APP_NAME: meta["name"], labels.APP_NAMESPACE: meta["namespace"]}},
             "data": {"variables": json.dumps(variables, sort_keys=True)}}
         try:
-            live = self.client.get(CONFIGMAPS, self.name(app), meta["namespace"])
+            live = client.get(CONFIGMAPS, self.name(app), meta["namespace"])
         except errors.NotFound:
-            self.client.create(CONFIGMAPS, body, meta["namespace"])
+            client.create(CONFIGMAPS, body, meta["namespace"])
             return
         live["data"] = body["data"]
-        self.client.update(CONFIGMAPS, live)
+        client.update(CONFIGMAPS, live)

@@ -9,11 +9,13 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.compiler import QUOTED, is_regular
-from velashard.cue.evaluator import (CTX, STRUCT, Conjunct, Data, Env, LimitExceeded, Vertex, evaluate, first_error,
-                                     ordered_keys, resolve, to_data)
+from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
+from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
+from velashard.cue.limits import CTX, LimitExceeded
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom
+from velashard.cue.vertex import STRUCT, Conjunct, Data
 
 MAX_SOURCE_BYTES = 8 << 20
 

@@ -6,59 +6,35 @@ own, evaluated lazily), a scalar part, closedness groups, pattern constraints. A
 conjunct adds the referenced vertex's conjuncts (not its value), so `x: #D & {a: 1}` re-evaluates #D
 with x's fields in scope, as CUE does. Disjunctions over structs or lists are resolved by evaluating
 one copy of the vertex per alternative; erroneous alternatives drop out; defaults are kept by flag.
+
+Unifying a vertex evaluates expressions, and evaluating an expression (a struct, a list, a builtin's result)
+builds vertices: both are here. A vertex's fields are `vertex.py`'s; what settles it (`settle.py`,
+`closedness.py`) and resolves its disjunctions (`disjunctions.py`) are methods it inherits from modules below
+this one; export to plain data is `export_rules.py`.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from functools import cmp_to_key
 from typing import Any, Iterator
 
 from velashard.cue import ast
 from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.closedness import Group
+from velashard.cue.disjunctions import Disjunctions, flatten_disjunction
 from velashard.cue.errors import CueError
+from velashard.cue.export_rules import to_data
+from velashard.cue.limits import CTX, LimitExceeded, step
+from velashard.cue.settle import Settling
 from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
                                   TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, Validator, add_alt,
-                                  DECIMAL, check_validator, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of,
-                                  make_disj, same_value, term_flags, unify_scalar, value_kind)
+                                  DECIMAL, default_of, equal_atoms, fmt, is_atom, kind_name, kind_of, make_disj,
+                                  term_flags, unify_scalar, value_kind)
+from velashard.cue.vertex import DONE, EXPANDING, LIST, NEW, SCALAR, STRUCT, Conjunct, Data, data_value
 
-NEW, EXPANDING, DONE = 0, 1, 2
 _BIG = 10 ** 24
 _DEF = "def"  # the closedness group fields of a definition derive theirs from
-SCALAR, STRUCT, LIST = 0, 1, 2
-
-
-class Limits:
-    """Bounds on one evaluation, so that no input can hang or exhaust the process."""
-    steps = 2_000_000           # conjuncts processed and expressions evaluated
-    string_bytes = 4 << 20      # the longest string an operation may build
-    list_length = 100_000       # the longest list an operation may build
-    disjunction_combinations = 4096
-    depth = 400                 # nested vertex evaluations (reference chains, structural recursion)
-
-
-class LimitExceeded(CueError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, "limit")
-
-
-class _Ctx(threading.local):
-    def __init__(self) -> None:
-        self.steps = 0
-        self.depth = 0
-        self.copying: set = set()
-        self.limits = Limits
-
-
-CTX = _Ctx()
-
-
-def _step() -> None:
-    CTX.steps += 1
-    if CTX.steps > CTX.limits.steps:
-        raise LimitExceeded(f"evaluation exceeded {CTX.limits.steps} steps (a runaway comprehension or recursion?)")
 
 
 class Fail(Exception):
@@ -66,39 +42,6 @@ class Fail(Exception):
 
     def __init__(self, bottom: Bottom) -> None:
         self.bottom = bottom
-
-
-class Conjunct:
-    __slots__ = ("expr", "env", "groups", "closed", "rec", "embed", "value")
-
-    def __init__(self, expr: Any, env: "Env | None", groups: tuple = (), closed: bool = False, rec: bool = False,
-                 embed: bool = False, value: Any = None) -> None:
-        self.expr, self.env, self.groups, self.closed, self.rec, self.embed, self.value = \
-            expr, env, groups, closed, rec, embed, value
-
-    def with_expr(self, expr: Any) -> "Conjunct":
-        return Conjunct(expr, self.env, self.groups, self.closed, self.rec, self.embed, None)
-
-
-class Data:
-    """Plain data (a dict or list from JSON) unified as a value, turned into arcs only where evaluation
-    reaches: a template that reads three fields of a large live object builds vertices for those alone."""
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any) -> None:
-        self.obj = obj
-
-
-def data_value(x: Any) -> Any:
-    """A plain value as a conjunct's value: containers stay lazy, null and floats become CUE atoms."""
-    t = type(x)
-    if t is dict or t is list:
-        return Data(x)
-    if x is None:
-        return NULL
-    if t is float:
-        return Decimal(repr(x))
-    return x
 
 
 class Env:
@@ -119,22 +62,6 @@ class Env:
         return v
 
 
-class Group:
-    """A closedness group: the labels (and patterns) that the struct literals of one closed value allow."""
-    __slots__ = ("labels", "patterns", "open", "closed")
-
-    def __init__(self) -> None:
-        self.labels: set = set()
-        self.patterns: list = []
-        self.open = False
-        self.closed = False
-
-    def allows(self, key: str) -> bool:
-        if self.open or key in self.labels:
-            return True
-        return any(pattern_matches(p, key) for p in self.patterns)
-
-
 class Pattern:
     """`[match]: value`; under a definition (`groups` set) what it adds to a field is closed too."""
     __slots__ = ("match", "value", "env", "alias", "groups")
@@ -149,63 +76,9 @@ class Pattern:
         return Conjunct(self.value, env)
 
 
-def pattern_matches(match: Any, key: Any) -> bool:
-    if type(key) is not str or not is_regular(key):
-        return False
-    return type(unify_scalar(match, key.lstrip(QUOTED))) is not Bottom
-
-
-class Vertex:
-    __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
-                 "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
-                 "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs", "tails")
-
-    def __init__(self, parent: "Vertex | None", label: Any) -> None:
-        self.parent = parent
-        self.label = label
-        self.conjuncts: list[Conjunct] = []
-        self.arcs: dict = {}
-        self.state = NEW
-        self.kind = SCALAR
-        self.scalar: Any = None
-        self.is_struct = 0  # 2: a struct for sure; 1: only embedding literals so far (see _finish)
-        self.lists: list = []
-        self.list_open = False
-        self.structs: list = []
-        self.groups: dict = {}
-        self.patterns: list[Pattern] = []
-        self.comprs: list = []
-        self.disjs: list = []
-        self.choices: list | None = None
-        self.choice_i = 0
-        self.pending: list = []
-        self.err: Bottom | None = None
-        self.alts: list | None = None
-        self.regular = True
-        self.optional = False
-        self.required = False
-        self.not_allowed: Bottom | None = None
-        self.pat_seen = 0
-        self.docs: list | None = None  # comment groups of the fields that declared this arc (for +patchKey tags)
-        self.tails: list | None = None  # an open list's `...T` conjuncts (to describe its element type)
-        self.optionals: list = []
-
-    def __repr__(self) -> str:
-        return f"Vertex({self.path()})"
-
-    # ---- paths and arcs ----------------------------------------------------------------------
-    def path(self) -> str:
-        parts = []
-        v: Vertex | None = self
-        while v is not None and v.label is not None:
-            label = v.label
-            if type(label) is int:
-                parts.append(str(label))
-            else:
-                label = label.lstrip(QUOTED)
-                parts.append(label if label.isidentifier() or label[:1] in "#_" else f'"{label}"')
-            v = v.parent
-        return ".".join(reversed(parts))
+class Vertex(Settling, Disjunctions):
+    """A value under evaluation (see the module's docstring); every vertex is one of these."""
+    __slots__ = ()
 
     def new_arc(self, key: Any) -> "Vertex":
         arc = Vertex(self, key)
@@ -214,32 +87,6 @@ class Vertex:
         if self.state == DONE and (self.patterns or self.optionals):
             self._apply_patterns()
         return arc
-
-    def _apply_patterns(self) -> None:
-        """Optional fields' constraints, then pattern constraints, reach fields after the fields' own
-        conjuncts (CUE v0.4 applies them last, which shows in the order of exported fields)."""
-        if self.optionals:
-            optionals = self.optionals
-            self.optionals = []
-            for arc, c in optionals:
-                arc.add(c)
-        patterns = self.patterns
-        n = len(patterns)
-        for key, arc in list(self.arcs.items()):
-            seen = arc.pat_seen
-            if seen < n and type(key) is str:
-                arc.pat_seen = n
-                for p in patterns[seen:]:
-                    if pattern_matches(p.match, key):
-                        arc.add(p.conjunct(key))
-
-    def mark(self, constraint: str) -> None:
-        if constraint == "":
-            self.regular = True
-        elif constraint == "!":
-            self.required = True
-        else:
-            self.optional = True
 
     def add(self, c: Conjunct) -> None:
         self.conjuncts.append(c)
@@ -294,7 +141,7 @@ class Vertex:
                 self._run_comprehension(self.comprs.pop(0))
 
     def _process(self, c: Conjunct) -> None:
-        _step()
+        step()
         x = c.expr
         if x is None:
             self._add_value(c.value, c)
@@ -581,134 +428,6 @@ class Vertex:
         else:
             self.disjs.append((conjs, c))
 
-    def _choose(self, alts: list, c: Conjunct) -> None:
-        k = self.choices[self.choice_i]
-        self.choice_i += 1
-        chosen = alts[k][0]
-        if chosen.expr is None:
-            chosen = Conjunct(None, None, c.groups, c.closed, c.rec, c.embed, chosen.value)
-        self.pending.append(chosen)
-
-    def _resolve_disjunctions(self) -> None:
-        disjs = self.disjs
-        self.disjs = []
-        base = list(self.choices or ())
-        total = 1
-        for alts, _ in disjs:
-            total *= len(alts)
-        if total > CTX.limits.disjunction_combinations:
-            raise LimitExceeded(f"{self.path() or 'value'}: more than {CTX.limits.disjunction_combinations} "
-                                "combinations of disjunctions")
-        results: list = []
-        first_err: Bottom | None = None
-        has_marks = [any(d for _, d in alts) for alts, _ in disjs]
-        for combo in itertools.product(*[range(len(alts)) for alts, _ in disjs]):
-            clone = Vertex(self.parent, self.label)
-            clone.conjuncts = self.conjuncts
-            clone.regular, clone.optional, clone.required = self.regular, self.optional, self.required
-            clone.docs = self.docs
-            clone.choices = base + list(combo)
-            clone.expand()
-            err = deep_error(clone)
-            if err is not None:
-                if first_err is None:
-                    first_err = err
-                continue
-            # defaults combine as in unification: disjunctions without marks do not restrict
-            marked = [disjs[j][0][k][1] for j, k in enumerate(combo) if has_marks[j]]
-            if clone.alts is not None:
-                inner_marked = any(da for _, da in clone.alts)
-                for a, da in clone.alts:
-                    add_vertex_alt(results, a, combine_defaults(marked + ([da] if inner_marked else [])))
-            else:
-                add_vertex_alt(results, clone, combine_defaults(marked))
-        if not results:
-            self.err = first_err or Bottom("empty disjunction", "conflict")
-            self.kind = SCALAR
-            return
-        if len(results) == 1:
-            self._adopt(results[0][0])
-            return
-        self.alts = results
-
-    def _adopt(self, other: "Vertex") -> None:
-        self.arcs = other.arcs
-        for arc in self.arcs.values():
-            arc.parent = self
-        self.kind, self.scalar, self.is_struct = other.kind, other.scalar, other.is_struct
-        self.structs, self.groups, self.patterns = other.structs, other.groups, other.patterns
-        self.err, self.alts, self.list_open = other.err, other.alts, other.list_open
-
-    # ---- the value ---------------------------------------------------------------------------
-    def _finish(self) -> None:
-        if self.lists:
-            self._merge_lists()
-        if self.err is not None:
-            self.kind = SCALAR
-            return
-        scalar = self.scalar
-        if self.is_struct == 1:
-            self.is_struct = 2 if (scalar is None or scalar is TOP) and self.kind != LIST else 0
-        if self.kind == LIST:
-            if self.is_struct:
-                self.err = Bottom("conflicting values list and struct", "conflict")
-            elif scalar is not None and scalar is not TOP and not (value_kind(scalar) & K_LIST):
-                self.err = Bottom(f"conflicting values {fmt(scalar)} and list", "conflict")
-            return
-        if self.is_struct:
-            if scalar is not None and scalar is not TOP and not (value_kind(scalar) & K_STRUCT):
-                self.err = Bottom(f"conflicting values {fmt(scalar)} and {{...}} (mismatched types "
-                                  f"{kind_name(value_kind(scalar))} and struct)", "conflict")
-                return
-            self.kind = STRUCT
-            self._check_closed()
-            return
-        self.kind = SCALAR
-
-    def _merge_lists(self) -> None:
-        lists = self.lists
-        self.lists = []
-        n = None
-        for elems, tail in lists:
-            if tail is None:
-                if n is None:
-                    n = len(elems)
-                elif n != len(elems):
-                    self.err = Bottom(f"incompatible list lengths ({n} and {len(elems)})", "conflict")
-                    return
-        length = n if n is not None else max(len(e) for e, _ in lists)
-        for elems, tail in lists:
-            if tail is None and len(elems) < length:
-                self.err = Bottom(f"incompatible list lengths ({len(elems)} and {length})", "conflict")
-                return
-        arcs = self.arcs
-        for i in range(length):
-            arc = arcs.get(i)
-            if arc is None:
-                arc = arcs[i] = Vertex(self, i)
-            for elems, tail in lists:
-                if i < len(elems):
-                    arc.add(elems[i])
-            for elems, tail in lists:  # a list's `...T` constrains after the elements, as a pattern does
-                if i >= len(elems) and tail is not None:
-                    arc.add(tail)
-        self.list_open = n is None
-        if self.list_open:
-            self.tails = [t for _, t in lists if t is not None] or None
-        self.kind = LIST
-
-    def _check_closed(self) -> None:
-        closed = [g for g in self.groups.values() if g.closed and not g.open]
-        if not closed:
-            return
-        for key, arc in self.arcs.items():
-            if type(key) is not str or not is_regular(key):
-                continue
-            for g in closed:
-                if not g.allows(key):
-                    arc.not_allowed = Bottom("field not allowed", "closed")
-                    break
-
     def value(self) -> Any:
         """What this vertex stands for in an expression: a scalar, a Disj, a Bottom, or itself."""
         if self.state == NEW:
@@ -725,113 +444,6 @@ class Vertex:
         if self.kind != SCALAR:
             return self
         return TOP if self.scalar is None else self.scalar
-
-
-def combine_defaults(flags: list[bool]) -> bool:
-    """An alternative is a default if it is one in every disjunction that has defaults, and some has."""
-    return bool(flags) and all(flags)
-
-
-def add_vertex_alt(results: list, v: Vertex, default: bool) -> None:
-    for i, (w, d) in enumerate(results):
-        if vertices_equal(v, w):
-            results[i] = (w, d or default)
-            return
-    results.append((v, default))
-
-
-def vertices_equal(a: Vertex, b: Vertex) -> bool:
-    a.expand()
-    b.expand()
-    if a.kind != b.kind or (a.err is None) != (b.err is None):
-        return False
-    if a.alts is not None or b.alts is not None:
-        return False
-    if a.kind == SCALAR:
-        sa, sb = a.scalar if a.scalar is not None else TOP, b.scalar if b.scalar is not None else TOP
-        return same_value(sa, sb)
-    ka = [k for k, v in a.arcs.items() if v.regular]
-    kb = [k for k, v in b.arcs.items() if v.regular]
-    if sorted(map(str, ka)) != sorted(map(str, kb)):
-        return False
-    if a.kind == LIST and a.list_open != b.list_open:
-        return False
-    return all(vertices_equal(a.arcs[k], b.arcs[k]) for k in ka)
-
-
-def deep_error(v: Vertex, depth: int = 0) -> Bottom | None:
-    """The first error (not merely incomplete) in v or its regular fields."""
-    v.expand()
-    if v.not_allowed is not None:
-        return v.not_allowed
-    if v.err is not None:
-        return None if v.err.incomplete else v.err
-    if v.alts is not None:
-        return None
-    if depth > CTX.limits.depth:
-        raise LimitExceeded("value nested too deeply (a structural cycle?)")
-    for arc in list(v.arcs.values()):
-        if arc.regular:
-            e = deep_error(arc, depth + 1)
-            if e is not None:
-                return e
-    return None
-
-
-def first_error(v: Vertex, depth: int = 0) -> CueError | None:
-    """The first error (not merely incomplete) anywhere in v: fields, hidden fields and definitions."""
-    v.expand()
-    if v.not_allowed is not None:
-        return v.not_allowed.error(v.path())
-    if v.err is not None:
-        # an undefined field may still be supplied: cue export reports it only where it exports
-        return None if v.err.incomplete or v.err.kind == "undefined" else v.err.error(v.path())
-    if v.alts is not None:
-        return None
-    if depth > CTX.limits.depth:
-        raise LimitExceeded("value nested too deeply (a structural cycle?)")
-    for arc in list(v.arcs.values()):
-        if arc.regular or arc.required:
-            e = first_error(arc, depth + 1)
-            if e is not None:
-                return e
-    return None
-
-
-def flatten_disjunction(x: Any) -> list[tuple[Any, str]]:
-    """The terms of `a | *b | (c | *d)` with the rule that gives each its default flags (values.term_flags):
-    in a marked disjunction a marked term is "T" and an unmarked one "F"; in an unmarked one "own". A
-    parenthesised disjunction keeps its own marks where the spec says so (M2, D2)."""
-    terms: list[Any] = []
-    _collect(x, terms)
-    marked = any(type(e) is ast.Unary and e.op == "*" for e in terms)
-    out: list[tuple[Any, str]] = []
-    for e in terms:
-        is_marked = type(e) is ast.Unary and e.op == "*"
-        inner = e.x if is_marked else e
-        while type(inner) is ast.Paren:
-            inner = inner.x
-        if type(inner) is ast.Binary and inner.op == "|":
-            sub = flatten_disjunction(inner)
-            sub_marked = any(r == "T" for _, r in sub)
-            if marked:
-                if is_marked:
-                    out.extend(sub if sub_marked else [(se, "T") for se, _ in sub])
-                else:
-                    out.extend((se, "F") for se, _ in sub)
-            else:
-                out.extend(sub)
-        else:
-            out.append((inner, ("T" if is_marked else "F") if marked else "own"))
-    return out
-
-
-def _collect(x: Any, out: list) -> None:
-    if type(x) is ast.Binary and x.op == "|":
-        _collect(x.x, out)
-        _collect(x.y, out)
-    else:
-        out.append(x)
 
 
 # ---- comprehension clauses -------------------------------------------------------------------
@@ -855,7 +467,7 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
         else:
             items = [(k.lstrip(QUOTED), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
         for k, a in items:
-            _step()
+            step()
             bindings = {cl.value: a}
             if cl.key:
                 bindings[cl.key] = k
@@ -874,64 +486,6 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
         v = Vertex(env.vertex if env is not None else None, None)
         v.conjuncts.append(Conjunct(cl.x, env))
         yield from clauses(cls, i + 1, Env(env, None, {cl.name: v}))
-
-
-def ordered_keys(v: Vertex) -> list:
-    """The order CUE v0.4 gives a struct's fields: a topological merge of the field order of every
-    struct literal that contributed, then the fields no literal declared (comprehensions, dynamic
-    labels) in the order they were added (cue/types.go structValOpts and export.VertexFeatures)."""
-    arcs = v.arcs
-    fronts = [list(s) for s in v.structs]
-    if not fronts:
-        return list(arcs)
-    known = set()
-    for f in fronts:
-        known.update(f)
-    extra = [k for k in arcs if k not in known]
-    if extra:
-        fronts.append(extra)
-    if len(fronts) == 1:
-        order = fronts[0]
-    else:
-        order = _sort_arcs(fronts)
-    return [k for k in order if k in arcs]
-
-
-def _sort_arcs(fronts: list[list]) -> list:
-    counts: dict = {}
-    for a in fronts:
-        if len(a) <= 1:
-            continue
-        for f in a[1:]:
-            counts[f] = counts.get(f, 0) + 1
-    order: list = []
-    done: set = set()
-    while True:
-        progress = False
-        for i, a in enumerate(fronts):
-            if not a:
-                continue
-            f = a[0]
-            n = counts.get(f, 0)
-            if n > 0 and f not in done:
-                continue
-            a = a[1:]
-            fronts[i] = a
-            if len(a) > 1 and counts.get(a[0], 0) > 0 and a[0] not in done:
-                counts[a[0]] -= 1
-            if f not in done:
-                done.add(f)
-                order.append(f)
-            progress = True
-            break
-        if progress:
-            continue
-        for a in fronts:
-            if a:
-                counts[a[0]] = 0
-                break
-        else:
-            return order
 
 
 # ---- expressions -----------------------------------------------------------------------------
@@ -1070,7 +624,7 @@ def index_list(b: Any, i: int, x: Any) -> Any:
 
 
 def evaluate(x: Any, env: Env | None) -> Any:
-    _step()
+    step()
     t = type(x)
     if t is ast.Lit:
         return NULL if x.kind == "null" else x.value
@@ -1507,99 +1061,6 @@ def _sort(fn: Func, x: ast.Call, env: Env | None) -> Any:
 
 _RAW = {"len": _len, "and": _and, "or": _or, "close": _close,
         "list.Sort": _sort, "list.SortStable": _sort, "list.IsSorted": _sort}
-
-
-# --- plain data: from evaluated values by CUE's export rules (defaults chosen; optional fields, hidden fields
-# and definitions left out; anything not concrete, conflicting or required-but-absent is an error that names
-# its path), and back --------------------------------------------------------------------------------------------
-
-
-def to_data(v: Any, path: str = "") -> Any:
-    """Plain data of a concrete value: dict, list, str, int, Decimal, bool, bytes, None for null."""
-    if type(v) is Vertex:
-        return _vertex_data(v, 0)
-    return _scalar_data(v, path)
-
-
-def _path(v: Vertex, fallback: str = "") -> str:
-    return v.path() or fallback
-
-
-def _vertex_data(v: Vertex, depth: int) -> Any:
-    v.expand()
-    if depth > 1000:
-        raise CueError("value nested too deeply", "limit", _path(v))
-    if v.not_allowed is not None:
-        raise v.not_allowed.error(_path(v))
-    if v.err is not None:
-        raise v.err.error(_path(v))
-    if v.alts is not None:
-        candidates = [a for a, d in v.alts if d] or [a for a, _ in v.alts]
-        if len(candidates) == 1:
-            return _vertex_data(candidates[0], depth)
-        # alternatives that differ only where export cannot see (`[] | [...]`) are one value
-        try:
-            values = [_vertex_data(a, depth) for a in candidates]
-        except CueError:
-            values = []
-        if values and all(x == values[0] for x in values[1:]):
-            return values[0]
-        raise CueError(f"incomplete value {_describe_alts(v)} (unresolved disjunction)", "incomplete", _path(v))
-    if v.kind == STRUCT:
-        out: dict = {}
-        arcs = v.arcs
-        for key in ordered_keys(v):
-            if not is_regular(key):
-                continue
-            arc = arcs[key]
-            if not arc.regular:
-                if arc.required:
-                    raise CueError("field is required but not present", "incomplete", _path(arc))
-                continue
-            out[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = _vertex_data(arc, depth + 1)
-        return _validate(v, out)
-    if v.kind == LIST:
-        return _validate(v, [_vertex_data(a, depth + 1) for a in v.arcs.values()])
-    return _scalar_data(v.scalar, _path(v))
-
-
-def _describe_alts(v: Vertex) -> str:
-    parts = []
-    for a, d in v.alts[:4]:
-        a.expand()
-        kind = "struct" if a.kind == STRUCT else "list" if a.kind == LIST else fmt(a.scalar)
-        parts.append(("*" if d else "") + kind)
-    return " | ".join(parts)
-
-
-def _validate(v: Vertex, data: Any) -> Any:
-    """A struct or list with validators (list.MinItems(2), struct.MaxFields(3)): checked on its data."""
-    s = v.scalar
-    validators = [s] if type(s) is Validator else [b for b in s.bounds if type(b) is Validator] \
-        if type(s) is Conj else []
-    for val in validators:
-        r = check_validator(data, val)
-        if type(r) is Bottom:
-            raise r.error(_path(v))
-    return data
-
-
-def _scalar_data(s: Any, path: str) -> Any:
-    if s is None:
-        raise CueError("incomplete value _", "incomplete", path)
-    t = type(s)
-    if t is Disj:
-        d = default_of(s)
-        if type(d) is Bottom:
-            raise CueError(f"incomplete value {s!r}", "incomplete", path)
-        return _scalar_data(d, path)
-    if t is Bottom:
-        raise s.error(path)
-    if s is NULL:
-        return None
-    if is_atom(s):
-        return s
-    raise CueError(f"incomplete value {s!r}", "incomplete", path)
 
 
 def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:

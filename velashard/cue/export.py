@@ -1,6 +1,5 @@
 """What export keeps beside the data: the `// +key=value` comment tags of a value's fields, nested as the
-exported data is (`tag_tree`), and an open list's element type. The data itself (`to_data`, CUE's export
-rules, and `from_data`) is made in `evaluator`, which needs it for list equality and builtin calls."""
+exported data is (`tag_tree`), and an open list's element type. The data itself is `export_rules.to_data`."""
 
 from __future__ import annotations
 
@@ -8,7 +7,9 @@ from typing import Any
 
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.errors import CueError
-from velashard.cue.evaluator import LIST, STRUCT, Vertex, ordered_keys, to_data
+from velashard.cue.evaluator import Vertex
+from velashard.cue.export_rules import ordered_keys, to_data
+from velashard.cue.vertex import LIST, STRUCT
 
 TagTree = tuple  # (tags of this field: {key: value}, {child label or list index: TagTree})
 OPEN_LIST = "..."  # the tag tree's mark of an open list (not a comment tag)

@@ -28,7 +28,7 @@ _COMMA_AFTER = {IDENT, INT, FLOAT, STRING, BOTTOM, ")", "]", "}", "...", ATTR}
 
 
 class Token:
-    __slots__ = ("kind", "value", "pos", "comments", "newline_before", "parts")
+    __slots__ = ("kind", "value", "pos", "comments", "newline_before", "parts", "end")
 
     def __init__(self, kind: str, value: object, pos: Pos, comments: list[str] | None = None) -> None:
         self.kind = kind
@@ -37,6 +37,7 @@ class Token:
         self.comments = comments or []
         self.newline_before = False
         self.parts: list | None = None  # strings with interpolations: str segments and token lists
+        self.end = 0  # the offset just past a scanned token (not an inserted comma or EOF), to quote the source
 
     def __repr__(self) -> str:
         return f"Token({self.kind}, {self.value!r}, {self.pos})"
@@ -93,6 +94,7 @@ class Lexer:
                 return out
             start = self.i
             tok = self._next()
+            tok.end = self.i
             tok.comments = comments
             tok.newline_before = newline
             comments = []

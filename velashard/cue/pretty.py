@@ -6,8 +6,10 @@ from typing import Any
 
 from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.encode import json_string
-from velashard.cue.evaluator import LIST, STRUCT, Vertex, ordered_keys
+from velashard.cue.evaluator import Vertex
+from velashard.cue.export_rules import ordered_keys
 from velashard.cue.values import NULL, Bottom, Disj, fmt
+from velashard.cue.vertex import LIST, STRUCT
 
 
 def format_value(v: Any) -> str:

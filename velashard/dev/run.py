@@ -11,26 +11,30 @@ Service and verifies them against the chart's caBundle.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
 import time
-from collections import Counter, deque
 from typing import Any, TextIO
 
 import velashard
-from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
 from velashard.apiserver.http.server import ADMIN_USER, APIServer
 from velashard.core.addons import load_addon
 from velashard.core.install import install
 from velashard.dev.kubelet import LocalKubelet, LocalPod
+from velashard.dev.view import DevView
+from velashard.kube import errors
 from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
 from velashard.kube.kubeconfig import write_kubeconfig
-from velashard.kube.resources import PODS
+from velashard.kube.resources import MUTATING_WEBHOOKS
+from velashard.observability import setup_logging
 from velashard.sharding.keys import load_or_create_signing_key
 from velashard.sharding.proof import with_proof
+
+log = logging.getLogger("velashard.dev")
 
 RELEASE = "velashard"  # as the README installs it: Deployment, ServiceAccounts and Service are named after it
 SHARD_SERVICE_ACCOUNT = f"{RELEASE}-shard"
@@ -47,12 +51,16 @@ def install_chart(kubeconfig: str) -> Any:
     Returns the Helm configuration (its release records live in memory for the session)."""
     import helm_python as helm  # real Helm (the Go SDK), installed with velashard
 
+    helm.enable_logging(logging.getLogger().getEffectiveLevel())  # Helm's own log, into this process's log
     release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="memory")
     # Dev's departures from the chart's defaults: a short orphan grace period, so that killing a shard visibly
-    # moves its apps; text logs; and the dev user as a shard admin, since the addon pins its Application to
-    # the master, which the shard-label guard allows only the controller and shard admins.
+    # moves its apps; text logs; the dev user as a shard admin, since the addon pins its Application to
+    # the master, which the shard-label guard allows only the controller and shard admins; and its group.
+    # The dev user, like a cluster's admin, has its rights through the system:masters group: the group pattern
+    # keeps that group on what it writes, so its apps (the addon's, the samples) act with those rights.
     release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
                                                         "shardAdmins": {"users": [ADMIN_USER]}},
+                                           "authentication": {"groupPattern": "kubevela:*|system:masters"},
                                            "logFormat": "text"},
                     namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
     return release
@@ -98,58 +106,16 @@ def sample_app(i: int) -> dict[str, Any]:
                                      "traits": [{"type": "scaler", "properties": {"replicas": 1}}]}]}}
 
 
-class DevView:
-    """The live terminal view: shards, readiness, apps per shard, healthy/total, recent moves."""
-
-    def __init__(self, client: KubeClient, out: TextIO):
-        self.client = client
-        self.out = out
-        self.last: dict[str, str] = {}
-        self.moves: deque[str] = deque(maxlen=6)
-
-    def render(self) -> str:
-        pods = self.client.list(PODS, SYSTEM_NAMESPACE, label_selector=f"{labels.POD_NAME_LABEL}="
-                                                                       f"{labels.POD_NAME_VALUE}")["items"]
-        apps = self.client.list(APPLICATIONS)["items"]  # the dev view may list everything; controllers never do
-        shard_of = {f'{a["metadata"]["namespace"]}/{a["metadata"]["name"]}':
-                    (a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID, "-") for a in apps}
-        for key, shard in shard_of.items():
-            if key in self.last and self.last[key] != shard:
-                self.moves.appendleft(f"{time.strftime('%H:%M:%S')} {key}: {self.last[key]} -> {shard}")
-        self.last = shard_of
-        per_shard = Counter(shard_of.values())
-        healthy = Counter((a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID, "-") for a in apps
-                          if (a.get("status") or {}).get("status") == "running")
-        lines = [f"velashard dev — {len(apps)} applications, "
-                 f"{sum(1 for a in apps if (a.get('status') or {}).get('status') == 'running')} running",
-                 "", f"{'SHARD':<14}{'PODS READY':<12}{'APPS':<8}{'HEALTHY':<8}"]
-        shards: dict[str, list[bool]] = {}
-        for pod in pods:
-            shard = (pod["metadata"].get("labels") or {}).get(labels.SHARD_ID, "?")
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in (pod.get("status") or {}).get("conditions") or [])
-            shards.setdefault(shard, []).append(ready)
-        for shard in sorted(set(shards) | {s for s in per_shard if s != "-"}):
-            states = shards.get(shard, [])
-            lines.append(f"{shard:<14}{f'{sum(states)}/{len(states)}':<12}{per_shard.get(shard, 0):<8}"
-                         f"{healthy.get(shard, 0):<8}")
-        if per_shard.get("-"):
-            lines.append(f"{'(unscheduled)':<14}{'':<12}{per_shard['-']:<8}")
-        lines += ["", "recent moves:"] + (list(self.moves) or ["  none"])
-        return "\n".join(lines)
-
-    def show(self) -> None:
-        text = self.render()
-        if self.out.isatty():
-            self.out.write("\x1b[2J\x1b[H" + text + "\n\nCtrl-C stops everything.\n")
-        else:
-            self.out.write(text + "\n\n")
-        self.out.flush()
-
-
-def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout,
-            stop: threading.Event | None = None, refresh: float = 2.0) -> int:
-    os.makedirs(directory, exist_ok=True)
+def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+            stop: threading.Event | None = None, refresh: float = 2.0, log_format: str = "text",
+            log_level: str = "warning") -> int:
+    """Run until stop is set; 1 if the cluster could not be set up (said on err, with the log to read)."""
+    os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
+    log_path = os.path.join(directory, "logs", "apiserver.log")
+    # This process's own log (the API server's, the kubelet's, Helm's) is a file, as every pod's is: on a cluster
+    # these lines would be in kube-apiserver's and the kubelet's logs, not in the user's terminal.
+    setup_logging("dev", log_format, log_level, stream=open(log_path, "a", buffering=1, encoding="utf-8"))
+    logging.captureWarnings(True)
     stop = stop or threading.Event()
     server = APIServer(port=port, simulate_workloads=True).start()
     kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
@@ -157,34 +123,56 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     credentials = PodCredentials(server, os.path.abspath(directory))
     # processes.json lists the API server from the start and is rewritten whenever a process changes, so that
     # scripts find every process as soon as it is known, not only once the live view first refreshes.
-    _write_processes(directory, server, [])
+    _write_processes(directory, server, log_path, [])
     kubelet = LocalKubelet(server.api, os.path.abspath(kubeconfig), SYSTEM_NAMESPACE,
                            log_dir=os.path.join(directory, "logs"), credentials=credentials,
                            route_service=server.admission.route_service,
-                           on_change=lambda processes: _write_processes(directory, server, processes))
-    os.makedirs(kubelet.log_dir, exist_ok=True)
+                           on_change=lambda processes: _write_processes(directory, server, log_path, processes))
+    view = DevView(client, out, err)
     release = None
+    step = "the CRDs"
     try:
         install(client, definitions=False)  # the chart installs the built-in definitions, as for users
+        step = "the chart"
         release = install_chart(kubeconfig)
-        if shards:
-            enable_shards(client, shards)
+        step = ""
         kubelet.start()
-        # Sample apps wait for the shards, so that they spread over all of them from the start.
+        # The addon's Application acts as whoever wrote it: written once the master's webhook records authors
+        # (an app written past the webhook would act as the default user, who may do nothing here).
         deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline and not _webhooks_serving(client, kubelet):
+            view.watch_processes(kubelet.processes())
+            stop.wait(0.2)
+        if shards:
+            step = "the vela-core-shard-manager addon"
+            enable_shards(client, shards)
+            step = ""
+        # Sample apps wait for the shards, so that they spread over all of them from the start.
         while not stop.is_set() and time.monotonic() < deadline:
             running = kubelet.processes()
+            view.watch_processes(running)
             if len(running) == shards + 1 and all(p["ready"] for p in running):
                 break
             stop.wait(0.2)
         for i in range(apps):
             client.create(APPLICATIONS, sample_app(i))
-        print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}", file=out, flush=True)
-        view = DevView(client, out)
-        while not stop.wait(refresh):
-            view.show()
+        print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}; logs {os.path.dirname(log_path)}/",
+              file=out, flush=True)
+        while True:
+            view.watch_processes(kubelet.processes())
+            view.refresh()
+            if stop.wait(refresh):
+                break
     except KeyboardInterrupt:
         pass
+    except Exception as error:
+        if not step:
+            raise
+        # whatever broke a set-up step (Helm, the API server, the addon's CUE), the user must hear of it: the
+        # message here, the traceback in the log
+        log.exception("installing %s failed", step)
+        print(f"velashard dev: {step} did not install: {error}\n  the log: {log_path}", file=err, flush=True)
+        return 1
     finally:
         kubelet.stop()
         if release is not None:
@@ -194,9 +182,21 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     return 0
 
 
-def _write_processes(directory: str, server: APIServer, processes: list[dict[str, Any]]) -> None:
-    """DIR/processes.json: name, pid and ports of the API server and of each pod's process (replaced atomically)."""
-    entries = [{"name": "apiserver", "pid": os.getpid(), "ports": {"api": server.port}}]
+def _webhooks_serving(client: KubeClient, kubelet: LocalKubelet) -> bool:
+    """The master is ready and has put its CA into the chart's mutating webhook configuration."""
+    if not any(p["ready"] for p in kubelet.processes()):
+        return False
+    try:
+        config = client.get(MUTATING_WEBHOOKS, f"{RELEASE}-mutating")
+    except errors.NotFound:
+        return False
+    return all((hook.get("clientConfig") or {}).get("caBundle") for hook in config.get("webhooks") or [])
+
+
+def _write_processes(directory: str, server: APIServer, log_path: str, processes: list[dict[str, Any]]) -> None:
+    """DIR/processes.json: name, pid, ports and log of the API server and of each pod's process (replaced
+    atomically)."""
+    entries = [{"name": "apiserver", "pid": os.getpid(), "ports": {"api": server.port}, "log": log_path}]
     for proc in processes:
         entries.append({"name": proc["name"], "pid": proc["pid"], "ports": {
             "metrics": proc["metricsPort"], "health": proc["healthPort"], "webhook": proc["webhookPort"]},

@@ -8,9 +8,11 @@ close.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import urlencode
 
@@ -65,6 +67,53 @@ def user_agent(shard_id: str, component: str = "velashard") -> str:
     return f"{component}/{__version__} (shard={shard_id})"
 
 
+@dataclass(frozen=True)
+class Identity:
+    """A user and groups to act as: an Application's author."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.user + (f' (groups {", ".join(self.groups)})' if self.groups else "")
+
+
+def refusal(who: str, verb: str, path: str, server_message: str) -> str:
+    """`Forbidden: <user> cannot <verb> <resource> ...`: who was refused what, from the request itself (an
+    admission denial says why in the server's words, which follow)."""
+    if "cannot impersonate" in server_message:  # the controller's own role lacks impersonate: say so, not who
+        return f"Forbidden: the controller may not act as {who}: {server_message}"
+    what = describe_request(verb, path)
+    text = f"Forbidden: {who} cannot {what}"
+    if "cannot" not in server_message:  # not RBAC: a webhook or a policy refused it; its reason matters
+        text += f": {server_message}"
+    return text
+
+
+def describe_request(verb: str, path: str) -> str:
+    """`create clusterrolebindings.rbac.authorization.k8s.io at the cluster scope`, `get secrets "x" in
+    namespace kube-system`: a request's verb and target in RBAC's terms, from its path."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, rest = parts[1], parts[3:]
+    else:
+        return f"{verb} {path}"
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    target = f"{resource}.{group}" if group else resource
+    if len(rest) > 2:
+        target += "/" + rest[2]
+    if name:
+        target += f' "{name}"'
+    scope = f"in namespace {namespace}" if namespace else "at the cluster scope"
+    return f"{verb} {target} {scope}"
+
+
 class WatchStream:
     """The events of one watch request; `close()` from any thread ends the iteration."""
 
@@ -115,6 +164,18 @@ class KubeClient:
         self.sleep: Callable[[float], None] = time.sleep  # tests replace it to skip waiting for Retry-After
         self.fence: Fence | None = None
         self._own_lease: tuple[str, str] = ("", "")
+        self.identity: Identity | None = None  # whom this client acts as (impersonation); None: itself
+        self._on_forbidden: Callable[[errors.Forbidden], None] | None = None
+
+    def acting_as(self, identity: Identity | None,
+                  on_forbidden: Callable[[errors.Forbidden], None] | None = None) -> "KubeClient":
+        """A client that acts as `identity` (Impersonate-User and Impersonate-Group headers; None: as this
+        client itself) over this one's connections, rate limiter and fence. Its 403s carry a message naming
+        who was refused what, and `on_forbidden` hears each before it is raised."""
+        view = copy.copy(self)
+        view.identity = identity
+        view._on_forbidden = on_forbidden
+        return view
 
     def set_fence(self, fence: Fence, lease_namespace: str, lease_name: str) -> None:
         """Refuse every write but those to the shard's own Lease while `fence` is closed (see kube/fence.py)."""
@@ -139,12 +200,16 @@ class KubeClient:
     # --- transport -------------------------------------------------------------------------------
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        headers = urllib3.HTTPHeaderDict({"Accept": "application/json", "User-Agent": self.user_agent})
         if content_type:
             headers["Content-Type"] = content_type
         authorization = self.configuration.authorization()
         if authorization:
             headers["Authorization"] = authorization
+        if self.identity is not None:
+            headers["Impersonate-User"] = self.identity.user
+            for group in self.identity.groups:  # one header line per group, as client-go sends them
+                headers.add("Impersonate-Group", group)
         return headers
 
     def request(self, verb: str, method: str, path: str, query: dict[str, Any] | None = None,
@@ -180,7 +245,13 @@ class KubeClient:
             return response
         data = response.read() if stream else response.data
         if response.status >= 400:
-            raise errors.error_from_response(response.status, data)
+            err = errors.error_from_response(response.status, data)
+            if isinstance(err, errors.Forbidden) and (self.identity is not None or self._on_forbidden is not None):
+                who = self.identity.user if self.identity is not None else "the controller"
+                err = errors.Forbidden(403, "Forbidden", refusal(who, verb, path, err.message), err.status)
+                if self._on_forbidden is not None:
+                    self._on_forbidden(err)
+            raise err
         return json.loads(data) if data else None
 
     # --- verbs -----------------------------------------------------------------------------------

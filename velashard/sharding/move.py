@@ -2,7 +2,9 @@
 
 The order is the invariant KubeVela issue 6433 breaks: the new shard only sees the app once its
 label changes, and by then everything the app's reconcile reads already carries the new id. Managed
-resources are found through the app's ResourceTracker, never by listing a kind cluster-wide.
+resources are found through the app's ResourceTracker, never by listing a kind cluster-wide, and relabelled
+as the app's author (the controller has no write access of its own to what apps render); one the author may
+no longer change keeps its old label, and the new shard, acting as the same author, reports the refusal.
 """
 
 from __future__ import annotations
@@ -91,17 +93,21 @@ def managed_refs(found: list[tuple[Any, dict[str, Any]]]) -> list[dict[str, Any]
 
 
 def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[dict[str, Any]],
-                     shard: str | None) -> None:
+                     shard: str | None, writer: KubeClient) -> None:
     discovery = _discoveries.get(client)
     if discovery is None:
         discovery = _discoveries[client] = Discovery(client)
     for ref in refs:
         try:
             res: Resource = discovery.for_kind(ref["apiVersion"], ref["kind"])
-            client.patch(res, ref["name"], _managed_label_patch(app_ns, app_name, shard),
+            writer.patch(res, ref["name"], _managed_label_patch(app_ns, app_name, shard),
                          ref.get("namespace") if res.namespaced else None, patch_type="json")
         except errors.NotFound:
             continue  # gone, or its kind is gone: nothing to relabel
+        except errors.Forbidden as err:
+            log.warning("managed resource not relabelled: the app's author may not change it", extra=fields(
+                key=f"{app_ns}/{app_name}", resource=f'{ref["kind"]}/{ref.get("namespace", "")}/{ref["name"]}',
+                error=err.message))
         except errors.Invalid:
             # The test failed (another app owns it now) or the label to remove is absent: leave it alone.
             log.debug("managed resource not relabelled", extra=fields(
@@ -109,10 +115,10 @@ def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[
 
 
 def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: str | None,
-                        found: Found | None = None) -> None:
+                        found: Found | None = None, writer: KubeClient | None = None) -> None:
     if found is None:
         found = dependents(client, namespace, name)
-    _relabel_managed(client, namespace, name, managed_refs(found), shard)
+    _relabel_managed(client, namespace, name, managed_refs(found), shard, writer or client)
     for res, obj in found:
         if (obj["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) != shard:
             try:
@@ -122,22 +128,23 @@ def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: st
 
 
 def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, signer: Signer,
-              found: Found | None = None) -> dict[str, Any]:
+              found: Found | None = None, writer: KubeClient | None = None) -> dict[str, Any]:
     """Label the app's managed resources, revisions and trackers, then the app (guarded by its
     resourceVersion, and with the proof of its new assignment); returns the updated app. Any failure returns the
     dependents to the app's shard.
 
-    `found`: the app's revisions and trackers when the caller listed them already (shard_dependents)."""
+    `found`: the app's revisions and trackers when the caller listed them already (shard_dependents).
+    `writer`: the client that relabels the managed resources, acting as the app's author (default: `client`)."""
     meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
     patch["metadata"]["annotations"] = {labels.ASSIGNMENT_PROOF: signer.sign(meta["namespace"], meta["name"], shard)}
     try:
-        _relabel_dependents(client, meta["namespace"], meta["name"], shard, found)
+        _relabel_dependents(client, meta["namespace"], meta["name"], shard, found, writer)
         updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
     except errors.KubeError:
-        _roll_back(client, meta["namespace"], meta["name"])
+        _roll_back(client, meta["namespace"], meta["name"], writer)
         raise
     log.info("application scheduled", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}', shard=shard,
                                                     previous=(meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID,
@@ -145,13 +152,13 @@ def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, 
     return updated
 
 
-def _roll_back(client: KubeClient, namespace: str, name: str) -> None:
+def _roll_back(client: KubeClient, namespace: str, name: str, writer: KubeClient | None = None) -> None:
     """The app kept its shard (conflict, denial, outage): give its dependents and managed resources the app's
     label back, or its shard would find them gone from its caches and let the app go with nobody reconciling it."""
     try:
         app = client.get(APPLICATIONS, name, namespace)
         shard = (app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
-        _relabel_dependents(client, namespace, name, shard)
+        _relabel_dependents(client, namespace, name, shard, writer=writer)
     except errors.KubeError as err:
         log.error("cannot roll back a failed move", extra=fields(key=f"{namespace}/{name}", error=str(err)))
         return

@@ -15,10 +15,12 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, RESOURCE_TRACKERS
 from velashard.kube import errors
+from velashard.kube.client import KubeClient
 from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.manager import Manager
@@ -46,9 +48,12 @@ def orphan_selector(available: list[str]) -> str:
 
 class BackgroundScheduler:
     def __init__(self, manager: Manager, discovery: ShardDiscovery, strategy: str, namespace: str, keys: SigningKey,
-                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0):
+                 period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0,
+                 author: Callable[[dict], KubeClient] | None = None):
         self.manager = manager
         self.client = manager.client
+        # The client acting as an app's author, which relabels the app's managed resources when it moves.
+        self.author = author or (lambda _app: self.client)
         self.discovery = discovery
         self.strategy = strategy
         self._placement = PlacementState(strategy)  # what placement remembers from pass to pass
@@ -225,7 +230,7 @@ class BackgroundScheduler:
         if mine is not None and not any(res is RESOURCE_TRACKERS for res, _ in mine):
             mine = None
         try:
-            set_shard(self.client, app, shard, reason, signer, mine)
+            set_shard(self.client, app, shard, reason, signer, mine, self.author(app))
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
             return False  # changed meanwhile: its new version's event brings it back

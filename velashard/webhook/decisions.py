@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from velashard.apis import labels
+from velashard.core.authors import SERVICE_ACCOUNT_REFUSED, AuthConfig, author_annotations
 from velashard.core.defcheck import definition_problem
 from velashard.sharding.proof import Signer
 
@@ -72,20 +73,46 @@ def _escape(key: str) -> str:
 
 @dataclass
 class MutationContext:
-    """What the mutating webhook needs besides the request: how to pick a shard, the master's key that proves
-    its assignments (sharding/proof.py), and the gates."""
+    """What the mutating webhook needs besides the request: how to pick a shard and the master's key that proves
+    its assignments (sharding/proof.py; both None without sharding), the gates, and how authors are recorded
+    (None: they are not) with the controllers whose own writes never change an app's author."""
 
-    pick: Callable[[dict[str, Any]], str | None]
-    signer: Signer
+    pick: Callable[[dict[str, Any]], str | None] | None
+    signer: Signer | None
     auto_schedule: bool = True
+    auth: AuthConfig | None = None
+    controllers: tuple[str, ...] = ()
 
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _author_changes(request: dict[str, Any], obj: dict[str, Any], ctx: MutationContext) -> dict[str, str | None]:
+    """The author annotations to write (None: remove), as KubeVela's AuthenticateApplication records them: the
+    requester, on a create and on an update that changes the spec or touches the author annotations; other
+    writes (status, labels, finalizers, moves) and the controllers' own keep the recorded author."""
+    if ctx.auth is None or not ctx.auth.enabled:
+        return {}
+    user = request.get("userInfo") if isinstance(request.get("userInfo"), dict) else {}
+    if user.get("username") in ctx.controllers:
+        return {}
+    old = request.get("oldObject")
+    if request["operation"] == "UPDATE" and isinstance(old, dict) and old.get("spec") == obj.get("spec") and \
+            _author(old) == _author(obj):
+        return {}
+    return author_annotations(user, ctx.auth)
+
+
+def _author(obj: dict[str, Any]) -> tuple[Any, Any]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    return annotations.get(labels.APP_USERNAME), annotations.get(labels.APP_GROUP)
+
+
 def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
-    """Schedule an unscheduled app (or give back the shard a user removed) and name unnamed workflow steps.
+    """Record the app's author, schedule an unscheduled app (or give back the shard a user removed) and name
+    unnamed workflow steps.
 
     Every shard set here comes with a proof (annotation controller.core.oam.dev/shard-assignment-proof), which
     the owning shard verifies before it runs the app. A shard this webhook picks is also written to an
@@ -113,8 +140,16 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
             annotations = {}
         patch.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
 
+    if ctx.auth is not None and ctx.auth.enabled and annotations and labels.APP_SERVICE_ACCOUNT in annotations and \
+            (request.get("userInfo") or {}).get("username") not in ctx.controllers:
+        return review_response(uid, False, code=400, message=SERVICE_ACCOUNT_REFUSED)
+    for key, value in _author_changes(request, obj, ctx).items():
+        if value is not None:
+            annotate(key, value)
+        elif annotations and key in annotations:
+            patch.append({"op": "remove", "path": f"/metadata/annotations/{_escape(key)}"})
     current = _labels(obj)
-    if not current.get(labels.SCHEDULED_SHARD_ID):
+    if ctx.signer is not None and not current.get(labels.SCHEDULED_SHARD_ID):
         old = request.get("oldObject") if request["operation"] == "UPDATE" else None
         old_labels = _labels(old)
         if labels.DRAIN in old_labels:
@@ -129,7 +164,7 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
             if not ctx.signer.proves(namespace, name, shard, _text(old_annotations.get(labels.ASSIGNMENT_PROOF))):
                 return review_response(uid, patch=patch)  # handed back by its shard: the same, for the scheduler
         picked = False
-        if not shard and ctx.auto_schedule and name:
+        if not shard and ctx.auto_schedule and name and ctx.pick is not None:
             shard, picked = ctx.pick(obj), True
         if shard:
             if not isinstance(meta.get("labels"), dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -20,14 +21,16 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from velashard.apis import labels
+from velashard.core.authors import AuthConfig
 from velashard.kube import errors
 from velashard.kube.apply import upsert
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import (ADMISSION_POLICIES, ADMISSION_POLICY_BINDINGS, MUTATING_WEBHOOKS,
                                       VALIDATING_WEBHOOKS)
 from velashard.observability import fields
-from velashard.sharding.guard import guard_objects
+from velashard.sharding import guard as shard_guard
 from velashard.sharding.keys import SigningKey
+from velashard.webhook import author_guard
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
@@ -66,6 +69,8 @@ class WebhookOptions:
     validate_components: bool = False
     kubeconfig: str | None = None
     log_format: str = "text"
+    sharding: bool = True  # schedule apps (the master of a sharded controller); else only record authors
+    auth: AuthConfig | None = None  # record apps' authors (AuthenticateApplication), and how
 
 
 def serving_hosts(opts: WebhookOptions) -> list[str]:
@@ -92,6 +97,21 @@ def load_or_make_certificates(opts: WebhookOptions) -> tuple[KeyPair, KeyPair]:
 DEFINITION_PLURALS = ("componentdefinitions", "traitdefinitions", "policydefinitions", "workflowstepdefinitions")
 
 
+def _author_annotation(obj: str, key: str) -> str:
+    return f"has({obj}.metadata.annotations) && {json.dumps(key)} in {obj}.metadata.annotations ? " \
+           f"{obj}.metadata.annotations[{json.dumps(key)}] : ''"
+
+
+# An update reaches the author webhook only when it can change who the app acts as (the chart's webhooks.yaml
+# writes the same expression).
+AUTHOR_MATCH_CONDITIONS = [{
+    "name": "spec-or-author-changed",
+    "expression": " || ".join(["object.spec != oldObject.spec"] + [
+        f"({_author_annotation('object', key)}) != ({_author_annotation('oldObject', key)})"
+        for key in (labels.APP_USERNAME, labels.APP_GROUP)]),
+}]
+
+
 def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     """(mutating, validating): the validating webhooks check definitions, and components with
     ValidateComponentWhenSharding; the shard-label guard is a ValidatingAdmissionPolicy."""
@@ -113,17 +133,22 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
                 "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
                 "failurePolicy": failure_policy, **extra}
 
-    # Every create reaches the mutating webhook (it strips a user's copy of the webhook's annotation);
-    # updates only when the old or new app has no shard label. Ignore: with the master down, writes
-    # succeed and the background scheduler schedules what was missed.
+    # Every create reaches the mutating webhook (it records the author, schedules, and strips a user's copy of
+    # the webhook's annotation); updates when the old or new app has no shard label, and when they change the
+    # spec or the author annotations (to record the author). Ignore: with the master down, writes succeed, the
+    # background scheduler schedules what was missed and the author guard keeps recorded authors true.
+    hooks = [hook("mutating-create.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("CREATE",), "Ignore",
+                  reinvocationPolicy="Never")]
+    if opts.sharding:
+        hooks.append(hook("mutating.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",), "Ignore",
+                          reinvocationPolicy="Never",
+                          objectSelector={"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
+                                                                "operator": "DoesNotExist"}]}))
+    if opts.auth is not None and opts.auth.enabled:
+        hooks.append(hook("mutating-author.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",),
+                          "Ignore", reinvocationPolicy="Never", matchConditions=AUTHOR_MATCH_CONDITIONS))
     mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": opts.mutating_name}, "webhooks": [
-                    hook("mutating-create.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("CREATE",), "Ignore",
-                         reinvocationPolicy="Never"),
-                    hook("mutating.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",), "Ignore",
-                         reinvocationPolicy="Never",
-                         objectSelector={"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
-                                                               "operator": "DoesNotExist"}]})]}
+                "metadata": {"name": opts.mutating_name}, "webhooks": hooks}
     # Definitions whose CUE does not compile are refused; Ignore: with the master down they are stored and
     # their status says what is wrong (velashard.core.defstatus).
     hooks = [hook("validating.core.oam.dev.v1beta1.definitions", DEFINITIONS_PATH, ("CREATE", "UPDATE"), "Ignore",
@@ -141,9 +166,16 @@ def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None
     into the existing configurations."""
     mutating, validating = configurations(opts, ca_bundle)
     if opts.url:
-        policy, binding = guard_objects(opts.privileged_users, opts.privileged_groups)
-        for res, body in ((ADMISSION_POLICIES, policy), (ADMISSION_POLICY_BINDINGS, binding)):
-            log.info("shard-label guard " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
+        guards = []
+        if opts.sharding:
+            guards.append(("shard-label guard", shard_guard.guard_objects(opts.privileged_users,
+                                                                          opts.privileged_groups)))
+        if opts.auth is not None and opts.auth.enabled:
+            guards.append(("author guard", author_guard.guard_objects(opts.auth, opts.privileged_users,
+                                                                      opts.privileged_groups)))
+        for what, (policy, binding) in guards:
+            for res, body in ((ADMISSION_POLICIES, policy), (ADMISSION_POLICY_BINDINGS, binding)):
+                log.info(what + " " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
     for res, body in ((MUTATING_WEBHOOKS, mutating), (VALIDATING_WEBHOOKS, validating)):
         if opts.url:
             log.info("webhook configuration " + upsert(client, res, body), extra=fields(name=body["metadata"]["name"]))
@@ -175,10 +207,10 @@ def needs_renewal(serving: KeyPair, now: datetime.datetime, margin: datetime.tim
 class WebhookRunner:
     """Runs the webhook server process while this master leads, restarting it if it dies."""
 
-    def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey):
+    def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey | None):
         self.client = client
         self.opts = opts
-        self.keys = keys  # the webhook proves the shards it assigns with the master's key
+        self.keys = keys  # sharded: the webhook proves the shards it assigns with the master's key
         self._dir = tempfile.mkdtemp(prefix="velashard-webhook-")
         self._proc: subprocess.Popen | None = None
         self._stop = threading.Event()
@@ -190,10 +222,16 @@ class WebhookRunner:
         cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
         self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind",
                       host_port(self.opts.bind_address, self.opts.port),
-                      "--certfile", cert, "--keyfile", key, "--signing-key-file", self._signing_key_path(),
-                      "--namespace", self.opts.namespace,
+                      "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
                       "--log-format", self.opts.log_format, "--parent-pid", str(os.getpid())]
+        if self.keys is not None:
+            self._args += ["--signing-key-file", self._signing_key_path()]
+        auth = self.opts.auth
+        if auth is not None and auth.enabled:
+            self._args += ["--authenticate-applications", f"--authentication-with-user={str(auth.with_user).lower()}",
+                           "--authentication-group-pattern", auth.group_pattern,
+                           "--controller-users", ",".join(self.opts.privileged_users[:1])]
         if self.opts.kubeconfig:
             self._args += ["--kubeconfig", self.opts.kubeconfig]
         if not self.opts.auto_schedule:
@@ -258,12 +296,13 @@ class WebhookRunner:
                 self._proc.terminate()  # the supervisor restarts it with the new files
 
     def _supervise(self) -> None:
-        signer = None
-        while signer is None:  # no webhook before the key: its assignments would all be handed back
-            if self._stop.is_set():
-                return
-            signer = self.keys.wait(0.5)
-        _write_private(self._signing_key_path(), signer.private_pem())
+        if self.keys is not None:
+            signer = None
+            while signer is None:  # no webhook before the key: its assignments would all be handed back
+                if self._stop.is_set():
+                    return
+                signer = self.keys.wait(0.5)
+            _write_private(self._signing_key_path(), signer.private_pem())
         delay = 1.0
         while not self._stop.is_set():
             self._proc = subprocess.Popen(self._args)

@@ -2,8 +2,8 @@
 
 The master runs it as a child process (`python -m velashard.webhook.server ...`), because gunicorn's
 arbiter wants a main thread and forks its workers; each worker builds its own app and shard discovery after
-the fork, so no thread or lock crosses a fork. The arbiter only supervises: it imports neither Flask nor the
-client and caches the app needs (they are imported in the worker), which keeps it some 15 MiB smaller.
+the fork, so no thread or lock crosses a fork. The arbiter only supervises: Flask, the app and what it needs
+are imported in the worker, which keeps the arbiter some 15 MiB smaller.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from velashard.core.authors import AuthConfig
 from velashard.observability import setup_logging
 from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES, pinned_shard
@@ -43,8 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bind", required=True)
     p.add_argument("--certfile", required=True)
     p.add_argument("--keyfile", required=True)
-    p.add_argument("--signing-key-file", required=True,
-                   help="PEM Ed25519 private key that proves the shards this webhook assigns")
+    p.add_argument("--signing-key-file", default=None,
+                   help="PEM Ed25519 private key that proves the shards this webhook assigns (sharding; without "
+                        "it the webhook schedules nothing)")
+    p.add_argument("--authenticate-applications", action="store_true",
+                   help="record who writes each Application (app.oam.dev/username and app.oam.dev/group)")
+    p.add_argument("--authentication-with-user", default="true", choices=["true", "false"])
+    p.add_argument("--authentication-group-pattern", default=AuthConfig().group_pattern)
+    p.add_argument("--controller-users", default="",
+                   help="comma-separated users whose writes never change an app's recorded author")
     p.add_argument("--namespace", required=True)
     p.add_argument("--schedulable-shards", default="")
     p.add_argument("--shard-scheduler", choices=STRATEGIES, default="round-robin")
@@ -57,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("master", args.log_format, "info")
     if args.parent_pid:
         die_with_parent(args.parent_pid)
-    with open(args.signing_key_file, "rb") as fh:
-        signer = Signer.from_pem(fh.read())
+    signer = None
+    if args.signing_key_file:
+        with open(args.signing_key_file, "rb") as fh:
+            signer = Signer.from_pem(fh.read())
+    auth = AuthConfig(enabled=True, with_user=args.authentication_with_user == "true",
+                      group_pattern=args.authentication_group_pattern) if args.authenticate_applications else None
 
     def factory() -> Any:
         # In the worker, after the fork: the arbiter never imports the app and what it needs.
@@ -70,14 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         from velashard.webhook.lookups import ClusterLookups
 
         client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
-        manager = Manager(client, "master")
-        static = [s for s in args.schedulable_shards.split(",") if s] or None
-        discovery = ShardDiscovery(manager, args.namespace, static)
-        manager.start_controllers()
         lookups = ClusterLookups(client, args.namespace)
-        pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads,
-                         lambda namespace: pinned_shard(lookups.namespace(namespace)))
-        mutation = MutationContext(pick=pick, signer=signer, auto_schedule=not args.disable_auto_schedule)
+        pick = None
+        if signer is not None:
+            manager = Manager(client, "master")
+            static = [s for s in args.schedulable_shards.split(",") if s] or None
+            discovery = ShardDiscovery(manager, args.namespace, static)
+            manager.start_controllers()
+            pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads,
+                             lambda namespace: pinned_shard(lookups.namespace(namespace)))
+        mutation = MutationContext(pick=pick, signer=signer, auto_schedule=not args.disable_auto_schedule,
+                                   auth=auth, controllers=tuple(u for u in args.controller_users.split(",") if u))
         validation = ValidationContext(check_components=lookups.check_components if args.validate_components
                                        else None)
         return create_app(mutation, validation)

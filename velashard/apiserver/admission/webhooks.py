@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 from velashard.apiserver import errors
 from velashard.apiserver.admission.attributes import Attributes, rule_matches
-from velashard.apiserver.admission.policy import PolicyAdmission
+from velashard.apiserver.admission import cel
+from velashard.apiserver.admission.policy import PolicyAdmission, request_object
 from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 from velashard.apiserver.storage.store import Store
 from velashard.patch import PatchError, apply_json_patch
@@ -48,6 +49,7 @@ class Admission:
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._idle: dict[tuple, list[tuple[http.client.HTTPSConnection, float]]] = {}  # with when it was idled
+        self._programs: dict[str, cel.Program] = {}  # compiled matchConditions, by expression
         self.policies = PolicyAdmission(store)
 
     def active(self) -> bool:
@@ -107,7 +109,37 @@ class Admission:
             elif attrs.rt.kind == "Namespace":
                 if not ns_sel.matches(_labels(attrs.obj if attrs.obj is not None else attrs.old) or {}):
                     return False
+        return self._conditions_hold(hook, attrs)
+
+    def _conditions_hold(self, hook: dict[str, Any], attrs: Attributes) -> bool:
+        """matchConditions (CEL over object, oldObject and request): all true calls the webhook, any false skips
+        it; one that cannot be evaluated fails the request, or skips the webhook under failurePolicy Ignore."""
+        conditions = hook.get("matchConditions") or []
+        if not conditions:
+            return True
+        activation = {"object": attrs.obj, "oldObject": attrs.old, "request": request_object(attrs)}
+        for condition in conditions:
+            try:
+                if not self._program(condition.get("expression") or "").evaluate(activation):
+                    return False
+            except (cel.CompileError, cel.EvaluationError) as err:
+                name = hook.get("name", "")
+                if hook.get("failurePolicy", "Fail") == "Ignore":
+                    log.warning("admission webhook match condition failed, ignored by failurePolicy webhook=%s "
+                                "condition=%s err=%s", name, condition.get("name"), err)
+                    return False
+                raise errors.internal(f'failed calling webhook "{name}": match condition '
+                                      f'"{condition.get("name")}": {err}')
         return True
+
+    def _program(self, expression: str) -> cel.Program:
+        with self._lock:
+            program = self._programs.get(expression)
+        if program is None:
+            program = cel.compile_expression(expression, ("BOOL",), ())
+            with self._lock:
+                self._programs[expression] = program
+        return program
 
     # --- calling ---------------------------------------------------------------------------------
 
@@ -121,7 +153,7 @@ class Admission:
             "requestResource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
             "name": attrs.name,
             "operation": attrs.operation,
-            "userInfo": attrs.user,
+            "userInfo": {k: v for k, v in request_object(attrs)["userInfo"].items() if v},
             "object": attrs.obj,
             "oldObject": attrs.old,
             "dryRun": attrs.dry_run,

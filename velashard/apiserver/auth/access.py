@@ -218,9 +218,13 @@ class Access:
 
     # --- authentication and impersonation --------------------------------------------------------
 
-    def identify(self, headers: Any) -> UserInfo:
-        """The request's user, after impersonation; 401 for a bad token, 403 for a forbidden impersonation."""
-        user = self.authn.authenticate(headers.get("Authorization") or "", time.time())
+    def authenticate(self, headers: Any) -> UserInfo:
+        """Who sent the request (its bearer token); 401 for a bad one."""
+        return self.authn.authenticate(headers.get("Authorization") or "", time.time())
+
+    def impersonate(self, user: UserInfo, headers: Any) -> UserInfo:
+        """The user the request acts as: `user`, or whom its Impersonate-* headers name once `user` may
+        impersonate them (403 otherwise)."""
         name = headers.get("Impersonate-User")
         groups = headers.get_all("Impersonate-Group") or []
         if not name:
@@ -238,7 +242,9 @@ class Access:
             groups = ["system:serviceaccounts", f"system:serviceaccounts:{sa[0]}"]
         if name != ANONYMOUS["username"] and AUTHENTICATED not in groups:
             groups = list(groups) + [AUTHENTICATED]
-        return {"username": name, "uid": headers.get("Impersonate-Uid") or "", "groups": list(groups)}
+        # The authenticated user rides along for the audit log (its `user`, with `impersonatedUser` beside it).
+        return {"username": name, "uid": headers.get("Impersonate-Uid") or "", "groups": list(groups),
+                "impersonator": user["username"]}
 
     def _may_impersonate(self, user: UserInfo, resource: str, namespace: str, name: str) -> None:
         attrs = Attributes(user["username"], tuple(user["groups"]), "impersonate", namespace, "", resource, "", name)

@@ -349,7 +349,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._annotations: dict[str, str] = {}
         path = parts.path.rstrip("/") or "/"
         try:
-            self._user = self.apiserver.access.identify(self.headers)
+            # In two steps, so that a refused impersonation is audited as its requester's.
+            self._user = self.apiserver.access.authenticate(self.headers)
+            self._user = self.apiserver.access.impersonate(self._user, self.headers)
             self._authorize_path(path)
             self._route(path)
         except errors.APIError as err:
@@ -367,8 +369,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self._recorded or urlsplit(self.path).path.rstrip("/") == "/debug/audit":
             return
         self._recorded = True
+        user = self._user or {}
+        impersonated = {"impersonatedUser": {"username": user["username"], "groups": user["groups"]}} \
+            if user.get("impersonator") else {}
         self.apiserver.audit.record(
-            userAgent=self.headers.get("User-Agent", ""), user=self._user["username"], code=self._code,
+            userAgent=self.headers.get("User-Agent", ""), user=user.get("impersonator") or user.get("username", ""),
+            code=self._code, **impersonated,
             durationMs=round((time.monotonic() - self._started) * 1000, 3), **self._audit,
             **({"annotations": dict(self._annotations)} if self._annotations else {}))
 

@@ -131,12 +131,3 @@ def test_the_wrapper_lets_go_of_an_app_that_moved_and_passes_everything_else_thr
         wrapper("ns/bad")
     assert released == ["ns/moved"]
 
-
-def test_a_status_program_is_judged_by_the_context_fields_it_can_name():
-    from velashard.core.health import context_fields
-
-    assert context_fields('isHealth: context.output.status.ready == context.output.spec.replicas') == {"output"}
-    assert context_fields('x: [for o in context.outputs if o.kind == "Ingress" {o}]\nn: context . name') == \
-        {"outputs", "name"}
-    for anything in ("c: context\nx: c.output", 'x: context["output"]', 'x: context."output"', "// the context"):
-        assert context_fields(anything) is None

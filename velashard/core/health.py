@@ -4,11 +4,10 @@ the live objects, or built-in rules per kind where a definition has no health po
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from typing import Any
 
+from velashard.core.programreads import Path, context_paths, readable, value_at
 from velashard.core.slotcache import SlotCache, digest
 from velashard.core.templates import compile_template, plain
 from velashard.cue.errors import CueError
@@ -65,27 +64,6 @@ def _evaluate(text: str, expression: str, context: dict[str, Any], parameter: di
     return plain(instance.export(expression, check=False))
 
 
-_CONTEXT_REFERENCE = re.compile(r"\bcontext\b(?:\s*\.\s*([A-Za-z_$#][\w$#]*))?")
-
-
-@functools.lru_cache(maxsize=256)
-def context_fields(text: str) -> frozenset[str] | None:
-    """The fields of `context` a status program may read, judged from its text: every reference to `context`
-    that is a plain selector names one; any other (an alias, an index, `context` alone, the word in a comment)
-    means it may read any field (None). Its result depends only on what it may read, so the live objects it
-    cannot reach (a trait's health never reading the workload) need not bring it back to be evaluated again."""
-    fields = set()
-    for match in _CONTEXT_REFERENCE.finditer(text):
-        if match.group(1) is None:
-            return None
-        fields.add(match.group(1))
-    return frozenset(fields)
-
-
-def _reads(fields: frozenset[str] | None, name: str) -> bool:
-    return fields is None or name in fields
-
-
 def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str], live: dict[str, Any] | None,
                       live_outputs: dict[str, dict[str, Any] | None], parameter: dict[str, Any]
                       ) -> tuple[bool | None, str | None]:
@@ -96,22 +74,34 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
     if not policy and not custom:
         return None, None
     slot = digest(names.get("appName", ""), names.get("name", ""), policy or "", custom or "")
-    fields = context_fields((policy or "") + "\n" + (custom or ""))
-    inputs = digest(json.dumps([sorted(names.items()), _version(live) if _reads(fields, "output") else None,
-                                sorted((k, _version(v)) for k, v in live_outputs.items())
-                                if _reads(fields, "outputs") else None, parameter],
+    context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
+    if live is not None:
+        context["output"] = live
+    present = {k: v for k, v in live_outputs.items() if v is not None}
+    if present:
+        context["outputs"] = present
+
+    def whole(path: Path | None) -> Any:
+        """A live object (or all of them) by identity and version; other context fields as they are."""
+        if path is None:
+            return [_version(live), sorted((k, _version(v)) for k, v in live_outputs.items())]
+        if path[0] == "output":
+            return _version(live)
+        if path[0] == "outputs":
+            return sorted((k, _version(v)) for k, v in live_outputs.items()) if len(path) == 1 \
+                else _version(live_outputs.get(path[1]))
+        return value_at(context, path)
+
+    # The verdict depends on what the programs can read (core/programreads.py): a write they cannot see (the
+    # Deployment controller's revision annotation, another output's status) keeps it.
+    paths = context_paths((policy or "") + "\n" + (custom or ""))
+    inputs = digest(json.dumps([sorted(names.items()), readable(paths, context, whole), parameter],
                                sort_keys=True, default=str))
     cached = _RESULTS.get(slot, inputs)
     if cached is not None:
         return cached
 
     def compute() -> tuple[bool | None, str | None]:
-        context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
-        if live is not None:
-            context["output"] = live
-        present = {k: v for k, v in live_outputs.items() if v is not None}
-        if present:
-            context["outputs"] = present
         healthy: bool | None = None
         message: str | None = None
         if policy:

@@ -55,7 +55,11 @@ class Server:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(10)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:  # a server holding millions of objects may take long to tear down
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def start_server(extra: list[str] | None = None) -> Server:

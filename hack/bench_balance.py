@@ -27,7 +27,8 @@ from velashard.sharding.placement import PlacementState, place, place_all  # noq
 from velashard.sharding.proof import Signer  # noqa: E402
 from velashard.sharding.strategies import STRATEGIES, app_identity  # noqa: E402
 from velashard.webhook.decisions import MutationContext, ValidationContext  # noqa: E402
-from velashard.webhook.server import MUTATING_PATH, create_app, make_pick  # noqa: E402
+from velashard.webhook.app import create_app, make_pick  # noqa: E402
+from velashard.webhook.paths import MUTATING_PATH  # noqa: E402
 
 GOALS = {"round-robin": 1.05, "least-loaded": 1.05, "consistent-hash": 1.15, "random": 1.15}
 

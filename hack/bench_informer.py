@@ -67,6 +67,7 @@ def main() -> int:
 
     from velashard.kube.client import KubeClient
     from velashard.kube.informer import EventHandler, Informer
+    from velashard.kube.config import ClientConfig
     from velashard.kube.resources import CONFIGMAPS
 
     server = start_server()
@@ -75,11 +76,9 @@ def main() -> int:
         creator = ctx.Process(target=create_objects, args=(server.host, server.port, server.token, args.objects))
         creator.start()
         creator.join()
-        configuration = __import__("kubernetes").client.Configuration()
-        configuration.host = f"http://{server.host}:{server.port}"
-        configuration.api_key = {"BearerToken": server.token}
-        configuration.api_key_prefix = {"BearerToken": "Bearer"}
-        client = KubeClient(configuration, shard_id="bench", qps=1000, burst=1000)
+        token = server.token
+        client = KubeClient(ClientConfig(f"http://{server.host}:{server.port}", token=lambda: token),
+                            shard_id="bench", qps=1000, burst=1000)
         gc.collect()
         baseline = rss_kib()
 

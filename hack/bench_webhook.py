@@ -2,8 +2,9 @@
 
 - handler: p50/p99 of the mutating decision alone (parse + decide) and through the Flask app;
 - end to end: Application creates at a fixed rate (default 200/s) through `velashard apiserver`,
-  with the mutating webhook (served by gunicorn over HTTPS, as the master runs it) and without it,
-  side by side in one run; the p99 ratio is the figure (goal <= 1.5; handler p99 goal <= 2 ms).
+  with the webhooks (served by gunicorn over HTTPS, as the master runs them) and without them, side by
+  side in one run; what they add at p99 is the figure (goal <= 1.5 ms; handler p99 goal <= 2 ms). The p99 of
+  a few thousand creates is at the mercy of every other process on the machine: judge it on a quiet one.
 
     python hack/bench_webhook.py [--creates 2000] [--rate 200]
 """
@@ -39,7 +40,8 @@ def review(i: int) -> dict:
 def bench_handler(n: int = 5000) -> dict:
     from velashard.sharding.proof import Signer
     from velashard.webhook.decisions import MutationContext, ValidationContext, mutate, parse_review
-    from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
+    from velashard.webhook.app import create_app, make_pick
+    from velashard.webhook.paths import MUTATING_PATH
 
     ctx = MutationContext(pick=make_pick("round-robin", lambda: ["shard-0", "shard-1", "shard-2"], dict,
                                          lambda namespace: None), signer=Signer.generate())
@@ -136,8 +138,11 @@ def main() -> int:
             "with_webhook_ms_p50": round(percentile(with_hook, 0.5), 2),
             "with_webhook_ms_p99": round(percentile(with_hook, 0.99), 2)})
         result["p99_ratio"] = round(result["with_webhook_ms_p99"] / result["without_webhook_ms_p99"], 2)
-        result["goals"] = {"handler_ms_p99_max": 2.0, "p99_ratio_max": 1.5}
-        result["meets_goals"] = result["handler_ms_p99"] <= 2.0 and result["p99_ratio"] <= 1.5
+        result["added_ms_p50"] = round(result["with_webhook_ms_p50"] - result["without_webhook_ms_p50"], 2)
+        result["added_ms_p99"] = round(result["with_webhook_ms_p99"] - result["without_webhook_ms_p99"], 2)
+        result["load_average"] = os.getloadavg()
+        result["goals"] = {"handler_ms_p99_max": 2.0, "added_ms_p99_max": 1.5}
+        result["meets_goals"] = result["handler_ms_p99"] <= 2.0 and result["added_ms_p99"] <= 1.5
         print(json.dumps(result, indent=2))
     finally:
         hook.terminate()

@@ -8,10 +8,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
 import pytest
-from kubernetes import client as k8s_client
 
 from velashard.kube import errors
 from velashard.kube.client import MAX_RETRIES, KubeClient, retry_after
+from velashard.kube.config import ClientConfig
 from velashard.kube.resources import CONFIGMAPS
 
 
@@ -48,9 +48,7 @@ class Scripted:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def client(self, waits: list[float]) -> KubeClient:
-        configuration = k8s_client.Configuration()
-        configuration.host = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        kube = KubeClient(configuration, shard_id="retry")
+        kube = KubeClient(ClientConfig(f"http://127.0.0.1:{self.httpd.server_address[1]}"), shard_id="retry")
         kube.sleep = waits.append
         return kube
 

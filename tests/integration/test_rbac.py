@@ -33,12 +33,16 @@ def cluster(make_apiserver, tmp_path: Path):
     admin.close()
 
 
-def client_for(server, token: str, tmp_path: Path) -> client.ApiClient:
-    """A client that authenticates with `token` (over TLS, as kubectl would)."""
+def kubeconfig_for(server, token: str, tmp_path: Path) -> str:
+    """A kubeconfig that authenticates with `token` (over TLS, as kubectl would)."""
     path = tmp_path / f"kubeconfig-{abs(hash(token))}"
     doc = server.kubeconfig_document()
     doc["users"][0]["user"]["token"] = token
-    return config.new_client_from_config(config_file=write_kubeconfig(str(path), doc))
+    return write_kubeconfig(str(path), doc)
+
+
+def client_for(server, token: str, tmp_path: Path) -> client.ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig_for(server, token, tmp_path))
 
 
 def bind(admin: client.ApiClient, rules: list[dict], namespace: str = "apps", cluster_role: bool = False) -> None:
@@ -62,8 +66,8 @@ def test_service_account_token_identity_and_unknown_tokens(cluster, tmp_path: Pa
     assert review.status.user_info.username == SHARD
     assert review.status.user_info.groups == ["system:serviceaccounts", "system:serviceaccounts:apps",
                                               "system:authenticated"]
-    assert whoami(KubeClient(shard.configuration)) == SHARD
-    assert whoami(KubeClient(admin.configuration)) == "admin"
+    assert whoami(KubeClient.from_kubeconfig(kubeconfig_for(server, token, tmp_path))) == SHARD
+    assert whoami(KubeClient.from_kubeconfig(server.kubeconfig)) == "admin"
     for bad in ("not-a-known-token", token[:-3] + "abc"):
         with pytest.raises(ApiException) as err:
             client.CoreV1Api(client_for(server, bad, tmp_path)).list_namespaced_pod("apps")
@@ -187,5 +191,5 @@ def test_kubectl_auth_whoami_and_can_i(cluster, tmp_path: Path) -> None:
     created = kubectl("create", "token", "shard", "-n", "apps")
     assert created.returncode == 0, created.stderr
     with pytest.raises(errors.Forbidden):
-        KubeClient(client_for(server, created.stdout.strip(), tmp_path).configuration).request(
+        KubeClient.from_kubeconfig(kubeconfig_for(server, created.stdout.strip(), tmp_path)).request(
             "get", "GET", "/api/v1/namespaces/apps")

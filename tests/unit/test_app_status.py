@@ -130,3 +130,4 @@ def test_the_wrapper_lets_go_of_an_app_that_moved_and_passes_everything_else_thr
     with pytest.raises(Terminal, match="bad input"):
         wrapper("ns/bad")
     assert released == ["ns/moved"]
+

@@ -17,7 +17,8 @@ from velashard.sharding.placement import (PlacementState, acted_on, due_in, due_
 from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.decisions import MutationContext, ValidationContext
-from velashard.webhook.server import MUTATING_PATH, create_app, make_pick
+from velashard.webhook.app import create_app, make_pick
+from velashard.webhook.paths import MUTATING_PATH
 
 SHARDS = ["shard-0", "shard-1", "shard-2"]
 

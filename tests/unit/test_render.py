@@ -7,7 +7,7 @@ import pytest
 from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
 from velashard.core.health import definition_status, resource_health
-from velashard.core.render_cache import rendered_cache_info
+from velashard.core.render_cache import render_count
 from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.core.templates import template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
@@ -149,12 +149,12 @@ def test_kube_schematic_and_caches():
         render_app(app({"name": "k", "type": "kube-worker", "properties": {}}), defs, 1)
     tdefs = custom_defs(CONFIGMAP)
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    programs, rendered_before = template_cache_info()[0], rendered_cache_info()[0]
+    programs, rendered_before = template_cache_info()[0], render_count()
     render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
     assert template_cache_info()[0] == programs  # the same template text: compiled once
-    assert rendered_cache_info()[0] == rendered_before + 1  # a new revision renders once
+    assert render_count() == rendered_before + 1  # a new revision renders once
     render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
-    assert rendered_cache_info()[0] == rendered_before + 1  # a re-sync evaluates nothing
+    assert render_count() == rendered_before + 1  # a re-sync evaluates nothing
 
 
 def test_hash_and_revision_pruning():
@@ -368,11 +368,11 @@ def test_fingerprint_and_render_again_on_new_resource_version():
     tdefs = custom_defs(CONFIGMAP)
     before = tdefs.fingerprint()
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    size = rendered_cache_info()[0]
+    size = render_count()
     tdefs.components["custom"]["metadata"]["resourceVersion"] = "2"
     assert tdefs.fingerprint() != before
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    assert rendered_cache_info()[0] == size + 1  # a new definition generation renders again
+    assert render_count() == size + 1  # a new definition generation renders again
 
 
 def test_unknown_container_name_is_an_invalid_parameter(defs):

@@ -10,7 +10,7 @@ import pytest
 from velashard.kube.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound, ServerError, error_from_response
 from velashard.kube.leaderelection import Observation, may_acquire
 from velashard.kube.ratelimit import ItemBackoff, TokenBucket
-from velashard.kube.store import Store, label_index, namespace_index
+from velashard.kube.store import Store, label_index
 from velashard.kube.workqueue import ShutDown, WorkQueue
 
 
@@ -87,10 +87,10 @@ def test_shutdown_stops_intake_and_waits_for_in_flight():
 
 
 def test_store_indexes():
-    store = Store({"namespace": namespace_index, "app": label_index("app.oam.dev/name")})
+    store = Store({"app": label_index("app.oam.dev/name"), "team": label_index("team")})
 
     def obj(ns, name, app=None, rv="1"):
-        labels = {"app.oam.dev/name": app} if app else {}
+        labels = {"app.oam.dev/name": app, "team": ns} if app else {"team": ns}
         return {"metadata": {"namespace": ns, "name": name, "labels": labels, "resourceVersion": rv}}
 
     store.upsert(obj("a", "x", "web"))
@@ -99,7 +99,7 @@ def test_store_indexes():
     assert [o["metadata"]["name"] for o in store.by_index("app", "web")] == ["x", "y"]
     store.upsert(obj("a", "y", "db", rv="2"))
     assert [o["metadata"]["name"] for o in store.by_index("app", "web")] == ["x"]
-    assert len(store.by_index("namespace", "a")) == 2
+    assert len(store.by_index("team", "a")) == 2
     store.remove(obj("a", "x"))
     assert store.by_index("app", "web") == [] and store.get("a/y")["metadata"]["resourceVersion"] == "2"
     previous = store.replace([obj("c", "only")])

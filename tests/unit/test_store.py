@@ -8,7 +8,7 @@ import pytest
 
 from velashard.kube.errors import Unauthorized, error_from_response
 from velashard.kube.informer import share_strings
-from velashard.kube.store import Store, label_index, namespace_index
+from velashard.kube.store import Store, label_index
 
 
 def obj(ns: str, name: str, app: str | None = None) -> dict:
@@ -16,7 +16,7 @@ def obj(ns: str, name: str, app: str | None = None) -> dict:
 
 
 def test_indexers_added_later_index_what_is_cached():
-    store = Store({"namespace": namespace_index})
+    store = Store()
     store.upsert(obj("a", "x", "web"))
     store.upsert(obj("a", "y"))
     store.add_indexers({"app": label_index("app")})
@@ -50,3 +50,21 @@ def test_shared_strings_keep_the_object_equal_and_share_repeating_parts():
     assert key_a is key_b
     assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
     assert a["metadata"]["labels"]["app"] is b["metadata"]["labels"]["app"]
+
+
+def test_a_packed_store_hands_out_private_copies_of_what_it_keeps_compressed():
+    store = Store({"app": label_index("app")}, packed=True)
+    first = obj("a", "x", "web")
+    assert store.upsert(first) is None
+    store.upsert(obj("a", "y", "web"))
+    got = store.get_by("a", "x")
+    assert got == first and got is not first and store.get("a/x") is not got
+    got["metadata"]["name"] = "changed"  # a reader's copy is its own
+    assert store.get("a/x") == first
+    assert "a/x" in store and "a/z" not in store
+    assert [o["metadata"]["name"] for o in store.by_index("app", "web")] == ["x", "y"]
+    assert store.upsert(obj("a", "x", "db")) == first  # the previous version, decoded
+    assert [o["metadata"]["name"] for o in store.by_index("app", "web")] == ["y"]
+    assert store.remove(obj("a", "y")) == obj("a", "y", "web")
+    assert store.replace([obj("b", "z")]) == {"a/x": obj("a", "x", "db")}
+    assert store.list() == [obj("b", "z")] and len(store) == 1

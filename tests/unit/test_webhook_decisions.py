@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from velashard.sharding.proof import Signer
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate)
-from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH, create_app
+from velashard.webhook.app import create_app
+from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
 SHARD = "controller.core.oam.dev/scheduled-shard-id"
 MARK = "controller.core.oam.dev/shard-assigned-by-webhook"

@@ -58,6 +58,7 @@ def _read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from velashard.apiserver.heap import freeze_survivors
     from velashard.apiserver.http.server import APIServer, is_loopback
 
     if not 0 <= args.port <= 65535:
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    freeze_survivors()
     server.start()
     print(f"velashard apiserver listening on {server.url}", flush=True)
     stop.wait()

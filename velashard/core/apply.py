@@ -13,6 +13,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.core import ownership
 from velashard.core.context import ReconcileContext
+from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches, kinds_of
 from velashard.core.rendering import RenderedComponent
@@ -32,10 +33,11 @@ log = logging.getLogger("velashard.core.apply")
 
 class Applier:
     def __init__(self, client: KubeClient, discovery: Discovery, managed: ManagedCaches | None,
-                 check_dependent: DependentCheck | None = None):
+                 check_dependent: DependentCheck | None = None, own_writes: OwnWrites | None = None):
         self.client, self.discovery = client, discovery
         self.managed = managed  # informers of managed kinds, when this process caches them
         self.check_dependent = check_dependent  # sharded: stop when a resource read live is already moving away
+        self.own_writes = own_writes  # what this process wrote, so that the echo of a write wakes no one
 
     def use_kinds(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
         """Make sure the kinds the app applies are cached (on demand), before it applies or reads them."""
@@ -57,7 +59,10 @@ class Applier:
             return seen
         informer = self._cache(res)
         if informer is not None:
-            return informer.store.get_by(namespace, name)
+            cached = informer.store.get_by(namespace, name)  # decoded once per reconcile: apply, health, status
+            if cached is not None:
+                ctx.saw(res, cached)
+            return cached
         try:
             live = self._get(ctx, res, name, namespace)
         except errors.NotFound:
@@ -142,7 +147,7 @@ class Applier:
         try:
             if live is None:
                 try:
-                    ctx.saw(res, ctx.author.create(res, ownership.with_last_applied(desired)))
+                    self._wrote(ctx, res, ctx.author.create(res, ownership.with_last_applied(desired)))
                     return
                 except errors.AlreadyExists:
                     live = self._get(ctx, res, meta["name"], namespace)  # the cache lagged, or no app manages it
@@ -157,7 +162,7 @@ class Applier:
             else:
                 merged = ownership.merged_for_update(desired, live)
             if ownership.needs_update(merged, live):
-                ctx.saw(res, ctx.author.update(res, merged))
+                self._wrote(ctx, res, ctx.author.update(res, merged))
         except errors.Invalid as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
                            f"{err.message}") from err
@@ -165,6 +170,11 @@ class Applier:
             raise
         except errors.BadRequest as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]}: {err.message}') from err
+
+    def _wrote(self, ctx: ReconcileContext, res: Resource, written: dict[str, Any]) -> None:
+        ctx.saw(res, written)
+        if self.own_writes is not None:
+            self.own_writes.wrote(written)
 
     @staticmethod
     def _where(desired: dict[str, Any]) -> str:

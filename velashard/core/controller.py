@@ -12,6 +12,7 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_D
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
 from velashard.core.apply import Applier
 from velashard.core.authors import AuthConfig
+from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
@@ -22,12 +23,17 @@ from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
 from velashard.kube.store import label_index
-from velashard.kube.transforms import compact, without
+from velashard.kube.transforms import without
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
 from velashard.workflow.backoff import Settings
 from velashard.workflow.executor import WorkflowEngine
+
+
+# Another controller writes an app's resources in bursts (the Deployment controller's annotation, then its status,
+# for each Deployment; the Ingress's status): their events wake the app once, this long after the first.
+MANAGED_EVENT_DELAY = 0.25
 
 
 @dataclass
@@ -101,29 +107,32 @@ class ApplicationController:
         self.options = options
         self.discovery = Discovery(self.client)
         sel = options.shard_selector
-        self.apps = manager.informer(APPLICATIONS, label_selector=sel, transform=compact)
+        # The caches that grow with apps keep their objects packed (kube/packing.py).
+        self.apps = manager.informer(APPLICATIONS, label_selector=sel, packed=True)
         # Reconciles read a revision's number and hash, never the app spec it records (the CLI reads that live).
         self.revisions = manager.informer(APPLICATION_REVISIONS, label_selector=sel,
                                           indexers={"app": label_index(labels.APP_NAME)},
-                                          transform=without(("spec", "application")))
-        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, transform=compact)
+                                          transform=without(("spec", "application")), packed=True)
+        self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, packed=True)
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
         # the templates of workflow steps, read when a step runs (a change wakes no app, as in KubeVela)
         self.step_defs = manager.informer(WORKFLOW_STEP_DEFINITIONS)
         self.controller = Controller("application", self._reconcile, options.workers)
+        self.own_writes = OwnWrites()
         self.managed: ManagedCaches | None = None
         if options.cache_managed:
             # Unsharded, the same caches select every app's resources.
-            self.managed = ManagedCaches(manager, sel or labels.APP_NAME,
-                                         lambda informer: self.controller.watch(informer, to_keys=self._own_app_keys))
+            self.managed = ManagedCaches(manager, sel or labels.APP_NAME, lambda informer: self.controller.watch(
+                informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new),
+                delay=MANAGED_EVENT_DELAY))
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
-            Revisions(self.client, self.revisions, options.revision_limit),
+            Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
-            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None),
+            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow))
@@ -139,7 +148,8 @@ class ApplicationController:
                                         event=lambda app, *event: record_event(self.client, app, *event))
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=app_changed)
-        self.controller.watch(self.revisions, to_keys=app_key, predicate=lambda old, new: old is None)
+        self.controller.watch(self.revisions, to_keys=app_key,
+                              predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
         for informer in (self.component_defs, self.trait_defs, self.policy_defs):
             # a definition's status (its TemplateValid condition) changes nothing an app renders
             self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys(),
@@ -167,7 +177,7 @@ class ApplicationController:
 
     def _own_app_keys(self, obj: dict[str, Any]) -> list[str]:
         """Only apps this shard caches react to their resources' events."""
-        return [k for k in app_key(obj) if self.apps.store.get(k) is not None]
+        return [k for k in app_key(obj) if k in self.apps.store]
 
     def _counted(self, key: str) -> Result | None:
         """Reconcile, then count the app as held unless it is gone or draining (a lost race counts: the app

@@ -4,18 +4,16 @@ the live objects, or built-in rules per kind where a definition has no health po
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 from typing import Any
 
-from cachetools import LRUCache
-
+from velashard.core.programreads import Path, context_paths, readable, value_at
+from velashard.core.slotcache import SlotCache, digest
 from velashard.core.templates import compile_template, plain
 from velashard.cue.errors import CueError
 
-_RESULTS: LRUCache = LRUCache(maxsize=4096)
-_LOCK = threading.Lock()
+# One verdict per app part and status program (the latest inputs'); the bound only drops apps long gone.
+_RESULTS = SlotCache(maxsize=1 << 16)
 
 
 def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
@@ -66,16 +64,6 @@ def _evaluate(text: str, expression: str, context: dict[str, Any], parameter: di
     return plain(instance.export(expression, check=False))
 
 
-def _cached(key: Any, compute: Any) -> Any:
-    with _LOCK:
-        if key in _RESULTS:
-            return _RESULTS[key]
-    value = compute()
-    with _LOCK:
-        _RESULTS[key] = value
-    return value
-
-
 def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str], live: dict[str, Any] | None,
                       live_outputs: dict[str, dict[str, Any] | None], parameter: dict[str, Any]
                       ) -> tuple[bool | None, str | None]:
@@ -85,18 +73,35 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
     policy, custom = spec.get("healthPolicy"), spec.get("customStatus")
     if not policy and not custom:
         return None, None
-    # one digest per entry: a shard keeps an entry per app and observed version, so keys stay 32 bytes
-    key = hashlib.sha256(json.dumps([policy, custom, sorted(names.items()), _version(live),
-                                     sorted((k, _version(v)) for k, v in live_outputs.items()), parameter],
-                                    sort_keys=True, default=str).encode()).digest()
+    slot = digest(names.get("appName", ""), names.get("name", ""), policy or "", custom or "")
+    context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
+    if live is not None:
+        context["output"] = live
+    present = {k: v for k, v in live_outputs.items() if v is not None}
+    if present:
+        context["outputs"] = present
+
+    def whole(path: Path | None) -> Any:
+        """A live object (or all of them) by identity and version; other context fields as they are."""
+        if path is None:
+            return [_version(live), sorted((k, _version(v)) for k, v in live_outputs.items())]
+        if path[0] == "output":
+            return _version(live)
+        if path[0] == "outputs":
+            return sorted((k, _version(v)) for k, v in live_outputs.items()) if len(path) == 1 \
+                else _version(live_outputs.get(path[1]))
+        return value_at(context, path)
+
+    # The verdict depends on what the programs can read (core/programreads.py): a write they cannot see (the
+    # Deployment controller's revision annotation, another output's status) keeps it.
+    paths = context_paths((policy or "") + "\n" + (custom or ""))
+    inputs = digest(json.dumps([sorted(names.items()), readable(paths, context, whole), parameter],
+                               sort_keys=True, default=str))
+    cached = _RESULTS.get(slot, inputs)
+    if cached is not None:
+        return cached
 
     def compute() -> tuple[bool | None, str | None]:
-        context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
-        if live is not None:
-            context["output"] = live
-        present = {k: v for k, v in live_outputs.items() if v is not None}
-        if present:
-            context["outputs"] = present
         healthy: bool | None = None
         message: str | None = None
         if policy:
@@ -115,7 +120,9 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
                 message = message or f"custom status: {err.path + ': ' if err.path else ''}{err.message}"
         return healthy, message
 
-    return _cached(key, compute)
+    result = compute()
+    _RESULTS.put(slot, inputs, result)
+    return result
 
 
 def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], live: list[dict[str, Any] | None],

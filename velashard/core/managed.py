@@ -39,7 +39,7 @@ class ManagedCaches:
         self._used: dict[str, frozenset[Resource]] = {}  # app key -> on-demand kinds it applies
         self._access = AccessReviews(manager.client)
         for res in BUILTIN_KINDS:
-            informer = manager.informer(res, label_selector=selector, transform=for_managed_resources)
+            informer = manager.informer(res, label_selector=selector, transform=for_managed_resources, packed=True)
             self._informers[res] = informer
             watch(informer)
 
@@ -61,7 +61,7 @@ class ManagedCaches:
                 self._used.pop(key, None)
             for res in wanted:
                 if res not in self._informers:
-                    informer = self._manager.start_informer(res, self._selector, for_managed_resources)
+                    informer = self._manager.start_informer(res, self._selector, for_managed_resources, packed=True)
                     self._informers[res] = informer
                     started.append(informer)
             unused = self._unused()

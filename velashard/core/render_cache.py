@@ -1,20 +1,31 @@
 """Rendered components and policies' objects, cached by what they depend on (definition generations, the
-component or policy, the app's context) so that a re-sync evaluates nothing."""
+component or policy, the app's context) so that a re-sync evaluates nothing.
+
+One entry per component (and policy) of every app a shard serves (core/slotcache.py): a new revision replaces
+its component's entry instead of leaving the old one to an LRU of fixed size, which a shard of thousands of
+apps thrashed at every re-sync. Entries are packed (compressed JSON against a preset dictionary).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
-import zlib
 from typing import Any, Callable
 
-from cachetools import LRUCache
-
 from velashard.core.rendered import Definitions, identity
+from velashard.core.slotcache import SlotCache, digest
 
-_RENDERED: LRUCache = LRUCache(maxsize=4096)
-_RENDERED_LOCK = threading.Lock()
+# The bound only drops apps long gone.
+_RENDERED = SlotCache(maxsize=1 << 16, packed=True)
+_RENDERS = [0]  # components and policies evaluated (cache misses)
+_RENDERS_LOCK = threading.Lock()
+
+
+def slot(app: dict[str, Any], kind: str, name: Any) -> bytes:
+    """Where an app's component or policy keeps its entry."""
+    meta = app["metadata"]
+    return digest(str(meta.get("namespace")), str(meta.get("name")), kind, str(name))
 
 
 def component_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> bytes:
@@ -35,26 +46,18 @@ def policy_key(app: dict[str, Any], policy: dict[str, Any], definition: dict[str
                                       identity(definition)], sort_keys=True, default=str).encode()).digest()
 
 
-def cached(key: bytes, render: Callable[[], Any]) -> Any:
-    """The JSON data cached under key, rendered (outside the lock) when missing; every caller gets its own copy."""
-    with _RENDERED_LOCK:
-        entry = _RENDERED.get(key)
+def cached(where: bytes, key: bytes, render: Callable[[], Any]) -> Any:
+    """The JSON data cached under key at `where`, rendered when missing; every caller gets its own copy."""
+    entry = _RENDERED.get(where, key)
     if entry is None:
-        entry = _pack(render())
-        with _RENDERED_LOCK:
-            _RENDERED[key] = entry
-    return _unpack(entry)
+        with _RENDERS_LOCK:
+            _RENDERS[0] += 1
+        entry = render()
+        _RENDERED.put(where, key, entry)
+    return entry
 
 
-def _pack(value: Any) -> bytes:
-    """A cache entry: a shard holds one per app it serves, so compressed JSON (about a third of the JSON's
-    size, some microseconds per re-sync to read), and every caller gets its own copy."""
-    return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
-
-
-def _unpack(entry: bytes) -> Any:
-    return json.loads(zlib.decompress(entry))
-
-
-def rendered_cache_info() -> tuple[int, int]:
-    return len(_RENDERED), _RENDERED.maxsize
+def render_count() -> int:
+    """How many components and policies were evaluated so far (not served from the cache)."""
+    with _RENDERS_LOCK:
+        return _RENDERS[0]

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from velashard.apis.oam import API_VERSION, APPLICATION_REVISIONS
+from velashard.core.echoes import OwnWrites
 from velashard.core.ownership import dependent_labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -56,8 +57,9 @@ def revision_body(app: dict[str, Any], revision: int, digest: str, fingerprint: 
 class Revisions:
     """Reads an app's revisions from the (label-selected) cache, records new ones and prunes old ones."""
 
-    def __init__(self, client: KubeClient, informer: Any, limit: int):
+    def __init__(self, client: KubeClient, informer: Any, limit: int, own_writes: OwnWrites | None = None):
         self.client, self.informer, self.limit = client, informer, limit
+        self.own_writes = own_writes  # the revision's own event then wakes no one
 
     def of(self, app: dict[str, Any]) -> list[dict[str, Any]]:
         return [r for r in self.informer.store.by_index("app", app["metadata"]["name"])
@@ -70,7 +72,9 @@ class Revisions:
         body = revision_body(app, revision, digest, fingerprint)
         name, namespace = body["metadata"]["name"], app["metadata"]["namespace"]
         try:
-            self.client.create(APPLICATION_REVISIONS, body)
+            created = self.client.create(APPLICATION_REVISIONS, body)
+            if self.own_writes is not None:
+                self.own_writes.wrote(created)
         except errors.AlreadyExists:
             pass  # written by an earlier attempt of this same reconcile
         existing = {r["metadata"]["name"]: r for r in self.of(app)}

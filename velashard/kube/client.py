@@ -1,8 +1,9 @@
-"""A small, dict-based Kubernetes client over the official client's configuration and REST transport.
+"""A small, dict-based Kubernetes client over urllib3 (kube/config.py reads kubeconfigs, kube/transport.py
+holds the connections).
 
-It adds what controllers need and the generated API classes lack: any group/version/resource as
-plain dicts, client-side QPS/burst limiting, a User-Agent naming the shard, errors as exceptions,
-request metrics, and watch streams that another thread can close.
+It gives what controllers need: any group/version/resource as plain dicts, client-side QPS/burst limiting, a
+User-Agent naming the shard, errors as exceptions, request metrics, and watch streams that another thread can
+close.
 """
 
 from __future__ import annotations
@@ -10,22 +11,20 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import urlencode
 
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.rest import RESTClientObject
 
 from velashard import __version__
 from velashard.kube import errors
+from velashard.kube.config import ClientConfig, load
 from velashard.kube.fence import Fence
 from velashard.kube.ratelimit import TokenBucket
 from velashard.kube.resources import LEASES, Resource
+from velashard.kube.transport import Transport
 from velashard.observability import KUBE_REQUESTS, fields
 
 log = logging.getLogger("velashard.kube.client")
@@ -59,18 +58,9 @@ PATCH_TYPES = {
 }
 
 
-def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+def load_configuration(kubeconfig: str | None = None) -> ClientConfig:
     """`--kubeconfig` if given, else in-cluster config inside a pod, else $KUBECONFIG or ~/.kube/config."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig:
-        if not os.path.exists(kubeconfig):
-            raise FileNotFoundError(f"kubeconfig {kubeconfig} does not exist")
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)
-    else:
-        k8s_config.load_kube_config(client_configuration=configuration)
-    return configuration
+    return load(kubeconfig)
 
 
 def user_agent(shard_id: str, component: str = "velashard") -> str:
@@ -162,18 +152,14 @@ class WatchStream:
 
 
 class KubeClient:
-    def __init__(self, configuration: k8s_client.Configuration, shard_id: str = "master", qps: float = 50.0,
+    def __init__(self, configuration: ClientConfig, shard_id: str = "master", qps: float = 50.0,
                  burst: int = 100, component: str = "velashard"):
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
         self.user_agent = user_agent(shard_id, component)
-        # Every watch holds a connection while workers, leases and writes need more: with the client's
-        # default (5 per core) a controller opens and discards connections all the time.
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
-        # Retry-After is honoured below, for every verb, with a bound and a log line; urllib3 would otherwise
-        # also retry idempotent requests on its own, sleeping where no one sees it.
-        configuration.retries = urllib3.Retry(total=3, respect_retry_after_header=False)
-        self._rest = RESTClientObject(configuration)
+        # Every watch holds a connection while workers, leases and writes need more: with a small pool a
+        # controller opens and discards connections all the time.
+        self._rest = Transport(configuration, maxsize=64)
         self._limiter = TokenBucket(qps, burst)
         self.sleep: Callable[[float], None] = time.sleep  # tests replace it to skip waiting for Retry-After
         self.fence: Fence | None = None
@@ -214,15 +200,12 @@ class KubeClient:
     # --- transport -------------------------------------------------------------------------------
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        cfg = self.configuration
-        if cfg.refresh_api_key_hook is not None:
-            cfg.refresh_api_key_hook(cfg)
         headers = urllib3.HTTPHeaderDict({"Accept": "application/json", "User-Agent": self.user_agent})
         if content_type:
             headers["Content-Type"] = content_type
-        for setting in cfg.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[setting["key"]] = setting["value"]
+        authorization = self.configuration.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
         if self.identity is not None:
             headers["Impersonate-User"] = self.identity.user
             for group in self.identity.groups:  # one header line per group, as client-go sends them
@@ -244,24 +227,23 @@ class KubeClient:
                 assert self.fence is not None
                 self.fence.allow_write(verb, path)
             try:
-                response = self._rest.request(method, url, headers=self._headers(
-                    content_type or ("application/json" if body is not None else None)), body=body,
-                    _request_timeout=timeout)
-            except (urllib3.exceptions.HTTPError, OSError, k8s_client.exceptions.ApiException) as err:
+                response = self._rest.request(method, url, self._headers(
+                    content_type or ("application/json" if body is not None else None)), body, timeout, stream)
+            except (urllib3.exceptions.HTTPError, OSError) as err:
                 KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
                 raise errors.TransportError(f"{method} {path}: {err}")
             KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
-            wait = retry_after(response.status, method, response.getheader("Retry-After"), attempt)
+            wait = retry_after(response.status, method, response.headers.get("Retry-After"), attempt)
             if wait is None:
                 break
-            response.read()  # frees the connection for the next attempt
+            response.drain_conn()  # frees the connection for the next attempt
             log.info("server asked to retry later", extra=fields(verb=verb, path=path, code=response.status,
                                                                  retry_in=wait, attempt=attempt + 1))
             self.sleep(wait)
             attempt += 1
         if stream and response.status == 200:
-            return response.response
-        data = response.read()
+            return response
+        data = response.read() if stream else response.data
         if response.status >= 400:
             err = errors.error_from_response(response.status, data)
             if isinstance(err, errors.Forbidden) and (self.identity is not None or self._on_forbidden is not None):

@@ -70,24 +70,29 @@ class Controller:
         self.queue.add(key)
 
     def watch(self, informer: Informer, to_keys: Callable[[Obj], list[str]] | None = None,
-              predicate: Callable[[Obj | None, Obj], bool] | None = None) -> None:
+              predicate: Callable[[Obj | None, Obj], bool] | None = None, delay: float = 0.0) -> None:
         """Queue keys for an informer's events: the object's own key, or the keys `to_keys` maps it to
-        (e.g. an owned Deployment to its Application). `predicate(old, new)` filters updates."""
+        (e.g. an owned Deployment to its Application). `predicate(old, new)` filters updates. With `delay`,
+        a key is queued that long after an event, so that a burst of events (another controller's writes to
+        several objects of one app) makes one run."""
         keys = to_keys or (lambda obj: [object_key(obj)])
+
+        def queue(key: str) -> None:
+            self.queue.add_after(key, delay)
 
         def on_add(obj: Obj) -> None:
             if predicate is None or predicate(None, obj):
                 for key in keys(obj):
-                    self.queue.add(key)
+                    queue(key)
 
         def on_update(old: Obj, new: Obj) -> None:
             if predicate is None or predicate(old, new):
                 for key in set(keys(new)) | set(keys(old)):
-                    self.queue.add(key)
+                    queue(key)
 
         def on_delete(obj: Obj) -> None:
             for key in keys(obj):
-                self.queue.add(key)
+                queue(key)
 
         informer.add_handler(EventHandler(on_add, on_update, on_delete))
 

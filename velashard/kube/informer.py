@@ -20,7 +20,7 @@ from velashard.kube import errors
 from velashard.apis.labels import KUBECTL_LAST_APPLIED
 from velashard.kube.client import KubeClient, WatchStream
 from velashard.kube.resources import Resource
-from velashard.kube.store import IndexFunc, Store, namespace_index, object_key
+from velashard.kube.store import IndexFunc, Store, object_key
 from velashard.observability import INFORMER_OBJECTS, Heartbeat, fields
 
 log = logging.getLogger("velashard.kube.informer")
@@ -84,7 +84,8 @@ class Informer:
                  label_selector: str | None = None, field_selector: str | None = None,
                  resync_period: float = 0.0, transform: Callable[[Obj], Obj] | None = strip_unread_fields,
                  indexers: dict[str, IndexFunc] | None = None, watch_timeout: int = 300,
-                 backoff: Backoff | None = None, stuck_after: float = 300.0):
+                 backoff: Backoff | None = None, stuck_after: float = 300.0, packed: bool = False):
+        """`packed`: the cache keeps objects compressed (kube/packing.py), for caches that grow with apps."""
         self.client = client
         self.resource = resource
         self.namespace = namespace
@@ -93,7 +94,7 @@ class Informer:
         self.resync_period = resync_period
         self.transform = transform
         self.watch_timeout = watch_timeout
-        self.store = Store({"namespace": namespace_index, **(indexers or {})})
+        self.store = Store(indexers, packed=packed)
         self._handlers: list[EventHandler] = []
         # Handlers run one at a time (watch and resync threads both dispatch), in event order.
         self._dispatch_lock = threading.RLock()
@@ -265,7 +266,9 @@ class Informer:
         return True
 
     def _transform(self, obj: Obj) -> Obj:
-        return share_strings(self.transform(obj) if self.transform else obj)
+        obj = self.transform(obj) if self.transform else obj
+        # A packed cache keeps no decoded object past its events: sharing its strings would only cost time.
+        return obj if self.store.packed else share_strings(obj)
 
     def _dispatch(self, kind: str, obj: Obj, old: Obj | None = None) -> None:
         with self._dispatch_lock:

@@ -75,17 +75,20 @@ class Manager:
 
     def informer(self, resource: Resource, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, indexers: dict[str, IndexFunc] | None = None,
-                 resync_period: float = 0.0, transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
+                 resync_period: float = 0.0, transform: Callable[[Obj], Obj] = strip_unread_fields,
+                 packed: bool = False) -> Informer:
         """A shared informer per (resource, namespace, selectors); created on first use, started with the manager.
 
-        A later caller's indexers are added to the shared cache, and the shortest resync period asked for wins.
+        A later caller's indexers are added to the shared cache, and the shortest resync period asked for wins;
+        the first caller's transform and packing hold.
         """
         key = (resource, namespace, label_selector, field_selector)
         with self._lock:
             informer = self._informers.get(key)
             if informer is None:
                 informer = Informer(self.client, resource, namespace, label_selector, field_selector,
-                                    resync_period=resync_period, indexers=indexers, transform=transform)
+                                    resync_period=resync_period, indexers=indexers, transform=transform,
+                                    packed=packed)
                 self._informers[key] = informer
                 if self._started:
                     informer.start()
@@ -97,7 +100,7 @@ class Manager:
             return informer
 
     def start_informer(self, resource: Resource, label_selector: str | None = None,
-                       transform: Callable[[Obj], Obj] = strip_unread_fields) -> Informer:
+                       transform: Callable[[Obj], Obj] = strip_unread_fields, packed: bool = False) -> Informer:
         """An informer added at runtime (a kind an app began to manage): started at once if the manager runs,
         else with it. It does not count for readiness, as the process was ready before the kind was needed;
         callers wait for its sync before trusting its cache. Shared per (resource, selector) like the others."""
@@ -105,7 +108,8 @@ class Manager:
         with self._lock:
             informer = self._informers.get(key) or self._on_demand.get(key)
             if informer is None:
-                informer = Informer(self.client, resource, label_selector=label_selector, transform=transform)
+                informer = Informer(self.client, resource, label_selector=label_selector, transform=transform,
+                                    packed=packed)
                 self._on_demand[key] = informer
                 if self._started and not self._stop.is_set():
                     informer.start()

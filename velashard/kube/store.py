@@ -1,4 +1,9 @@
-"""A thread-safe object cache keyed by namespace/name, with secondary indexes."""
+"""A thread-safe object cache keyed by namespace/name, with secondary indexes.
+
+A packed store (caches whose size grows with apps) keeps each object compressed (kube/packing.py) and hands
+out a new decoded copy on every read; a plain one keeps and hands out the objects themselves, which readers
+must not modify.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,14 @@ import functools
 import threading
 from typing import Any, Callable, Iterable
 
+from velashard.kube.packing import Packer
+
 IndexFunc = Callable[[dict[str, Any]], list[str]]
 
 
 def object_key(obj: dict[str, Any]) -> str:
     meta = obj["metadata"]
     return f'{meta["namespace"]}/{meta["name"]}' if meta.get("namespace") else meta["name"]
-
-
-def namespace_index(obj: dict[str, Any]) -> list[str]:
-    return [obj["metadata"].get("namespace") or ""]
 
 
 @functools.cache  # one function per label key, so two users of a shared informer ask for the same index
@@ -28,11 +31,23 @@ def label_index(key: str) -> IndexFunc:
 
 
 class Store:
-    def __init__(self, indexers: dict[str, IndexFunc] | None = None):
+    def __init__(self, indexers: dict[str, IndexFunc] | None = None, packed: bool = False):
         self._lock = threading.RLock()
-        self._items: dict[str, dict[str, Any]] = {}
+        self._items: dict[str, Any] = {}  # key -> the object, or its packed form
         self._indexers = dict(indexers or {})
         self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        self._packer = Packer() if packed else None
+
+    @property
+    def packed(self) -> bool:
+        """Whether reads return private copies (a caller may modify them)."""
+        return self._packer is not None
+
+    def _in(self, obj: dict[str, Any]) -> Any:
+        return obj if self._packer is None else self._packer.pack(obj)
+
+    def _out(self, entry: Any) -> dict[str, Any]:
+        return entry if self._packer is None else self._packer.unpack(entry)
 
     def add_indexers(self, indexers: dict[str, IndexFunc]) -> None:
         """Add indexes (e.g. a second user of a shared informer needs one more); existing objects are indexed."""
@@ -44,8 +59,8 @@ class Store:
                     continue
                 self._indexers[name] = func
                 self._indices[name] = {}
-                for key, obj in self._items.items():
-                    for value in func(obj):
+                for key, entry in self._items.items():
+                    for value in func(self._out(entry)):
                         self._indices[name].setdefault(value, set()).add(key)
 
     def _unindex(self, key: str, obj: dict[str, Any]) -> None:
@@ -65,11 +80,13 @@ class Store:
     def upsert(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store `obj`; returns the previous version, if any."""
         key = object_key(obj)
+        entry = self._in(obj)
         with self._lock:
             old = self._items.get(key)
             if old is not None:
+                old = self._out(old)
                 self._unindex(key, old)
-            self._items[key] = obj
+            self._items[key] = entry
             self._index(key, obj)
             return old
 
@@ -78,6 +95,7 @@ class Store:
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:
+                old = self._out(old)
                 self._unindex(key, old)
             return old
 
@@ -89,20 +107,26 @@ class Store:
             self._indices = {name: {} for name in self._indexers}
             for obj in objects:
                 key = object_key(obj)
-                self._items[key] = obj
+                self._items[key] = self._in(obj)
                 self._index(key, obj)
-            return previous
+            return {key: self._out(entry) for key, entry in previous.items()}
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._items.get(key)
+            entry = self._items.get(key)
+        return None if entry is None else self._out(entry)
+
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return key in self._items
 
     def get_by(self, namespace: str | None, name: str) -> dict[str, Any] | None:
         return self.get(f"{namespace}/{name}" if namespace else name)
 
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._items.values())
+            entries = list(self._items.values())
+        return entries if self._packer is None else [self._out(e) for e in entries]
 
     def keys(self) -> list[str]:
         with self._lock:
@@ -112,7 +136,8 @@ class Store:
         with self._lock:
             if index not in self._indices:
                 raise KeyError(f"no indexer named {index!r}")
-            return [self._items[k] for k in sorted(self._indices[index].get(value, ()))]
+            entries = [self._items[k] for k in sorted(self._indices[index].get(value, ()))]
+        return entries if self._packer is None else [self._out(e) for e in entries]
 
     def __len__(self) -> int:
         with self._lock:

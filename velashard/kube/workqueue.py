@@ -61,8 +61,8 @@ class WorkQueue:
             self.add(item)
             return
         with self._cond:
-            if self._shutting_down:
-                return
+            if self._shutting_down or item in self._dirty:
+                return  # queued already (or again after the run in progress): that run sees the latest state
             at = self._clock.now() + delay
             if self._ready_at.get(item, float("inf")) <= at:
                 return  # already due sooner: waiting twice would only process it twice

@@ -25,7 +25,6 @@ from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.manager import Manager
 from velashard.kube.resources import NAMESPACES
-from velashard.kube.transforms import compact
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat, fields
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.keys import SigningKey
@@ -66,7 +65,7 @@ class BackgroundScheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         wake = EventHandler(lambda _obj: self._wake.set(), lambda _old, _new: self._wake.set())
-        self.unscheduled = manager.informer(APPLICATIONS, label_selector=UNSCHEDULED, transform=compact)
+        self.unscheduled = manager.informer(APPLICATIONS, label_selector=UNSCHEDULED)
         self.unscheduled.add_handler(wake)
         self.orphans: Informer | None = None  # started once shards are known, replaced when they change
         self._gone_since: dict[str, float] = {}
@@ -144,7 +143,7 @@ class BackgroundScheduler:
         selector = orphan_selector(available)
         if self.orphans is None or self.orphans.label_selector != selector:
             previous = self.orphans
-            self.orphans = self.manager.start_informer(APPLICATIONS, label_selector=selector, transform=compact)
+            self.orphans = self.manager.start_informer(APPLICATIONS, label_selector=selector)
             self.orphans.add_handler(EventHandler(lambda _obj: self._wake.set()))
             if previous is not None:
                 self.manager.stop_informer(previous)

@@ -32,7 +32,7 @@ from velashard.sharding import guard as shard_guard
 from velashard.sharding.keys import SigningKey
 from velashard.webhook import author_guard
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
-from velashard.webhook.server import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
+from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
 log = logging.getLogger("velashard.webhook.runner")
 

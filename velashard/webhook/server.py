@@ -1,125 +1,25 @@
-"""The admission webhook server: a Flask app served over HTTPS by gunicorn (threaded workers).
+"""The admission webhook server: gunicorn serving the Flask app (webhook/app.py) over HTTPS, threaded.
 
 The master runs it as a child process (`python -m velashard.webhook.server ...`), because gunicorn's
-arbiter wants a main thread and forks its workers; each worker builds its own shard discovery after
-the fork, so no thread or lock crosses a fork.
+arbiter wants a main thread and forks its workers; each worker builds its own app and shard discovery after
+the fork, so no thread or lock crosses a fork. The arbiter only supervises: Flask, the app and what it needs
+are imported in the worker, which keeps the arbiter some 15 MiB smaller.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
-import threading
-import time
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from flask import Flask, Response, request
 from gunicorn.app.base import BaseApplication
 
 from velashard.core.authors import AuthConfig
-from velashard.kube.client import KubeClient
-from velashard.kube.manager import Manager
-from prometheus_client import CONTENT_TYPE_LATEST
-
-from velashard.observability import WEBHOOK_LATENCY, metrics_text, setup_logging
-from velashard.sharding.discovery import ShardDiscovery
-from velashard.sharding.placement import PlacementState, place
+from velashard.observability import setup_logging
 from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES, pinned_shard
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
-from velashard.webhook.lookups import ClusterLookups
-from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
-                                         validate, validate_definition)
-
-log = logging.getLogger("velashard.webhook")
-
-MUTATING_PATH = "/mutating-core-oam-dev-v1beta1-applications"
-VALIDATING_PATH = "/validating-core-oam-dev-v1beta1-applications"
-DEFINITIONS_PATH = "/validating-core-oam-dev-v1beta1-definitions"
-MAX_REVIEW_BYTES = 4 * 1024 * 1024
-
-
-
-def make_pick(strategy: str, available: Callable[[], list[str]], loads: Callable[[], Mapping[str, int]],
-              pin_for: Callable[[str], str | None]) -> Callable[[dict[str, Any]], str | None]:
-    """The mutating webhook's shard choice: placement over the current shards, loads and namespace pin, with
-    one placement state shared by every admission request of this process, so that its own picks count."""
-    lock = threading.Lock()
-    state = PlacementState(strategy)
-
-    def pick(app: dict[str, Any]) -> str | None:
-        nonlocal state
-        namespace = (app.get("metadata") or {}).get("namespace") or ""
-        current = loads() if strategy == "least-loaded" else None
-        pin, shards = pin_for(namespace), available()
-        with lock:
-            shard, state = place(app, shards, current, pin, state)
-        return shard
-
-    return pick
-
-
-def create_app(mutation: MutationContext, validation: ValidationContext) -> Flask:
-    app = Flask("velashard-webhook")
-
-    def handle(name: str, decide: Any) -> Response:
-        started = time.perf_counter()
-        try:
-            body = request.get_data(cache=False)
-            if len(body) > MAX_REVIEW_BYTES:
-                return _error(413, f"the AdmissionReview is larger than {MAX_REVIEW_BYTES} bytes")
-            review = parse_review(body)
-            answer = decide(review)
-        except ReviewError as err:
-            return _error(400, f"malformed AdmissionReview: {err}")
-        except Exception:  # a bug must not become a 5xx: answer 400 (a failed call under the policy) and log it
-            log.exception("webhook decision failed", extra={"fields": {"webhook": name}})
-            return _error(400, "the webhook could not decide on this request; see the controller's log")
-        finally:
-            WEBHOOK_LATENCY.labels(webhook=name).observe(time.perf_counter() - started)
-        return app.response_class(_dumps(answer), status=200, mimetype="application/json")
-
-    @app.post(MUTATING_PATH)
-    def mutating() -> Response:
-        return handle("mutating", lambda req: mutate(req, mutation))
-
-    @app.post(VALIDATING_PATH)
-    def validating() -> Response:
-        return handle("validating", lambda req: validate(req, validation))
-
-    @app.post(DEFINITIONS_PATH)
-    def validating_definitions() -> Response:
-        return handle("definitions", validate_definition)
-
-    @app.get("/metrics")
-    def metrics() -> Response:
-        return Response(metrics_text(), mimetype=CONTENT_TYPE_LATEST.split(";")[0])
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return app.response_class("ok\n", mimetype="text/plain")
-
-    @app.errorhandler(404)
-    def not_found(_err: Any) -> Response:
-        return _error(404, f"no webhook at {request.path}")
-
-    @app.errorhandler(405)
-    def not_allowed(_err: Any) -> Response:
-        return _error(405, f"{request.method} is not allowed at {request.path}; webhooks take POST")
-
-    return app
-
-
-def _dumps(obj: Any) -> str:
-    import json
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def _error(code: int, message: str) -> Response:
-    return Response(_dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-                            "message": message}), status=code, mimetype="application/json")
 
 
 class GunicornServer(BaseApplication):
@@ -134,7 +34,7 @@ class GunicornServer(BaseApplication):
         for key, value in self._options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> Flask:
+    def load(self) -> Any:
         return self._factory()
 
 
@@ -172,7 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     auth = AuthConfig(enabled=True, with_user=args.authentication_with_user == "true",
                       group_pattern=args.authentication_group_pattern) if args.authenticate_applications else None
 
-    def factory() -> Flask:
+    def factory() -> Any:
+        # In the worker, after the fork: the arbiter never imports the app and what it needs.
+        from velashard.kube.client import KubeClient
+        from velashard.kube.manager import Manager
+        from velashard.sharding.discovery import ShardDiscovery
+        from velashard.webhook.app import create_app, make_pick
+        from velashard.webhook.decisions import MutationContext, ValidationContext
+        from velashard.webhook.lookups import ClusterLookups
+
         client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
         lookups = ClusterLookups(client, args.namespace)
         pick = None
@@ -189,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                                        else None)
         return create_app(mutation, validation)
 
-    GunicornServer(factory, {"bind": args.bind, "workers": 1, "worker_class": "gthread", "threads": args.threads,
+    # One thread per busy connection (webhook/worker.py); idle connections are kept 75 s, longer than the API
+    # server keeps an idle one (30 s), so that it never sends a request on one this side just closed.
+    GunicornServer(factory, {"bind": args.bind, "workers": 1, "threads": args.threads, "keepalive": 75,
+                             "worker_class": "velashard.webhook.worker.StickyThreadWorker",
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
                              "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
                              "proc_name": "velashard-webhook",

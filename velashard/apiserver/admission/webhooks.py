@@ -8,6 +8,7 @@ import json
 import logging
 import ssl
 import threading
+import time
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +26,10 @@ log = logging.getLogger("velashard.apiserver.admission.webhooks")
 _MUTATING = ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
 _VALIDATING = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
 _MAX_IDLE_PER_WEBHOOK = 16
+# An idle connection older than this is closed rather than reused: a server closes idle keep-alive
+# connections after a while of its own (the master's webhook server after 75 s, Go's after 90 s), and sending on
+# one it closed costs a failed attempt and a new TLS handshake in the middle of a user's write.
+_IDLE_SECONDS = 30.0
 
 
 class WebhookCallError(Exception):
@@ -43,7 +48,7 @@ class Admission:
         self._endpoints = dict(service_endpoints or {})
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
-        self._idle: dict[tuple, list[http.client.HTTPSConnection]] = {}
+        self._idle: dict[tuple, list[tuple[http.client.HTTPSConnection, float]]] = {}  # with when it was idled
         self._programs: dict[str, cel.Program] = {}  # compiled matchConditions, by expression
         self.policies = PolicyAdmission(store)
 
@@ -256,8 +261,7 @@ class Admission:
             except (OSError, http.client.HTTPException) as err:
                 conn.close()
                 if reused and attempt == 0 and not isinstance(err, TimeoutError):
-                    self._drop_idle(key)  # the peer closed idle connections: its other ones are stale too
-                    continue
+                    continue  # the peer closed this one while it was idle: a new connection once
                 raise WebhookCallError(f'failed to call webhook: Post "{url}": {err}')
             if resp.will_close:
                 conn.close()
@@ -273,9 +277,16 @@ class Admission:
 
     def _checkout(self, key: tuple, host: str, port: int, server_name: str, context: ssl.SSLContext,
                   timeout: float, fresh: bool = False) -> tuple[http.client.HTTPSConnection, bool]:
+        conn, stale = None, []
         with self._lock:
-            idle = self._idle.get(key)
-            conn = idle.pop() if idle and not fresh else None
+            idle = self._idle.get(key) or []
+            # The most recently used is taken (the fewest connections stay busy); the oldest ones go once stale.
+            while idle and time.monotonic() - idle[0][1] > _IDLE_SECONDS:
+                stale.append(idle.pop(0)[0])
+            if idle and not fresh:
+                conn = idle.pop()[0]
+        for old in stale:
+            old.close()
         if conn is not None:
             conn.timeout = timeout
             if conn.sock is not None:
@@ -283,17 +294,11 @@ class Admission:
             return conn, True
         return _VerifyingHTTPSConnection(host, port, server_name, context, timeout), False
 
-    def _drop_idle(self, key: tuple) -> None:
-        with self._lock:
-            stale = self._idle.pop(key, [])
-        for conn in stale:
-            conn.close()
-
     def _checkin(self, key: tuple, conn: http.client.HTTPSConnection) -> None:
         with self._lock:
             idle = self._idle.setdefault(key, [])
             if len(idle) < _MAX_IDLE_PER_WEBHOOK:
-                idle.append(conn)
+                idle.append((conn, time.monotonic()))
                 return
         conn.close()
 

@@ -12,7 +12,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.admission import policy
 from velashard.apiserver.registry.rest import GC_USER, Request, RestAPI
 from velashard.apiserver.storage.resources import Registry, ResourceType
-from velashard.apiserver.storage.store import Event, now_rfc3339
+from velashard.apiserver.storage.store import SUBSCRIBER_BATCH_SECONDS, Event, now_rfc3339
 
 log = logging.getLogger("velashard.apiserver.controllers.controller_manager")
 
@@ -75,16 +75,17 @@ class Controllers:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            event = self._sub.get(timeout=0.5)
-            if event is None:
-                continue
-            try:
-                self._handle(event)
-            except errors.APIError as err:
-                log.warning("controller action failed resource=%s/%s name=%s err=%s", event.gr[0], event.gr[1],
-                            event.obj["metadata"].get("name"), err.message)
-            except Exception:  # a control loop must survive any single object
-                log.exception("controller action crashed resource=%s/%s", *event.gr)
+            events = self._sub.take(timeout=0.5)
+            for event in events:
+                try:
+                    self._handle(event)
+                except errors.APIError as err:
+                    log.warning("controller action failed resource=%s/%s name=%s err=%s", event.gr[0], event.gr[1],
+                                event.obj["metadata"].get("name"), err.message)
+                except Exception:  # a control loop must survive any single object
+                    log.exception("controller action crashed resource=%s/%s", *event.gr)
+            if events:
+                self._stop.wait(SUBSCRIBER_BATCH_SECONDS)  # woken once per batch, not once per event
 
     def _handle(self, event: Event) -> None:
         obj, meta = event.obj, event.obj["metadata"]

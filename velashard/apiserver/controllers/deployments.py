@@ -7,11 +7,13 @@ controller would make; `workloads.WorkloadSimulator` carries them out.
 
 from __future__ import annotations
 
-import copy
+import functools
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from velashard.patch.copying import copy_json
 
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
@@ -26,8 +28,13 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 def template_hash(template: Any) -> str:
     """A short, stable, label-safe hash of a pod template (FNV-1a over its canonical JSON)."""
+    return _fnv_label(json.dumps(template, sort_keys=True, separators=(",", ":")))
+
+
+@functools.lru_cache(maxsize=4096)  # each sync of a Deployment hashes its template again (a byte-wise loop)
+def _fnv_label(text: str) -> str:
     value = 0x811C9DC5
-    for byte in json.dumps(template, sort_keys=True, separators=(",", ":")).encode():
+    for byte in text.encode():
         value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
     out = ""
     while value:
@@ -106,9 +113,9 @@ def plan(deploy: dict[str, Any], owned: list[dict[str, Any]]) -> Plan:
     if current is None:
         digest = template_hash(template)
         labels = dict((template.get("metadata") or {}).get("labels") or {}, **{HASH_LABEL: digest})
-        selector = copy.deepcopy(spec.get("selector") or {})
+        selector = copy_json(spec.get("selector") or {})
         selector["matchLabels"] = dict(selector.get("matchLabels") or {}, **{HASH_LABEL: digest})
-        rs_template = copy.deepcopy(template)
+        rs_template = copy_json(template)
         rs_template.setdefault("metadata", {})["labels"] = labels
         revision = top + 1
         result.create.append({
@@ -121,7 +128,7 @@ def plan(deploy: dict[str, Any], owned: list[dict[str, Any]]) -> Plan:
                      "selector": selector, "template": rs_template}})
     else:
         revision = _revision(current)
-        wanted = copy.deepcopy(current)
+        wanted = copy_json(current)
         annotations = dict(wanted["metadata"].get("annotations") or {}, **copied, **sizing)
         if revision < top:  # rolled back to an older template: it becomes the newest revision
             history = [h for h in annotations.get(REVISION_HISTORY, "").split(",") if h] + [str(revision)]
@@ -135,7 +142,7 @@ def plan(deploy: dict[str, Any], owned: list[dict[str, Any]]) -> Plan:
     old = sorted((rs for rs in owned if rs is not current), key=_revision)
     for rs in old:
         if (rs.get("spec") or {}).get("replicas", 0) != 0:
-            result.update.append(dict(copy.deepcopy(rs), spec=dict(rs.get("spec") or {}, replicas=0)))
+            result.update.append(dict(copy_json(rs), spec=dict(rs.get("spec") or {}, replicas=0)))
     limit = spec.get("revisionHistoryLimit", 10)
     if isinstance(limit, int) and len(old) > limit:
         result.delete = [rs["metadata"]["name"] for rs in old[:len(old) - limit]]

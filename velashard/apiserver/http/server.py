@@ -50,6 +50,7 @@ from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 log = logging.getLogger("velashard.apiserver.http.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
+WATCH_BATCH_SECONDS = 0.005
 ADMIN_USER = "admin"  # the user of the kubeconfigs written by default, in system:masters
 ADMIN_GROUPS = ["system:masters"]
 # Request bodies this server decodes (JSON, YAML and the patch types; not Kubernetes protobuf or CBOR).
@@ -681,10 +682,13 @@ class _Handler(BaseHTTPRequestHandler):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                line = watcher.get(timeout=min(remaining, 1.0))
-                if line is not None:
-                    self._chunk(conversion.watch_line(rt, line))
+                lines = watcher.take(timeout=min(remaining, 1.0))
+                if lines:
+                    self._chunk(b"".join(conversion.watch_line(rt, line) for line in lines))
                     last_sent = time.monotonic()
+                    # Let the next events pile up a moment: a writer wakes an idle watcher (a thread switch
+                    # under the store's lock) for each event otherwise, for every watcher of the resource.
+                    time.sleep(WATCH_BATCH_SECONDS)
                     continue
                 if watcher.closed:
                     break

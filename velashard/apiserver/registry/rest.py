@@ -29,6 +29,7 @@ from velashard.apiserver.storage.selectors import SelectorError, parse_field_sel
 from velashard.apiserver.storage.store import Event, Store, now_rfc3339
 from velashard.apiserver.storage.validation import Cause, validate_object_meta
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
+from velashard.patch.copying import copy_json
 
 SYSTEM_USER = {"username": "system:apiserver", "uid": "", "groups": ["system:masters"]}
 GC_USER = {"username": "system:serviceaccount:kube-system:generic-garbage-collector", "uid": "",
@@ -307,7 +308,7 @@ class RestAPI:
         if rt.namespaced and meta.get("namespace") and meta["namespace"] != namespace:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
                                      "the request")
-        return self._update(rt, namespace, name, lambda _old: copy.deepcopy(obj), req, subresource)
+        return self._update(rt, namespace, name, lambda _old: copy_json(obj), req, subresource)
 
     def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any, req: Request,
               subresource: str | None = None) -> Result:
@@ -402,13 +403,15 @@ class RestAPI:
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
                 subresource: str | None) -> Result:
+        """`make_new(stored)` returns the object to store: a new one (the stored object is never changed, so it
+        is handed over without a copy)."""
         gr = rt.group_resource
         key = (namespace if rt.namespaced else "", name)
         for _ in range(_MAX_UPDATE_RETRIES):
             old = self.store.get(gr, key)
             if old is None:
                 raise errors.not_found(rt.group, rt.plural, name)
-            new = make_new(copy.deepcopy(old))
+            new = make_new(old)
             if not isinstance(new, dict):
                 raise errors.bad_request(f"the body of the request must be a JSON object describing a {rt.kind}")
             new["apiVersion"], new["kind"] = rt.api_version, rt.kind

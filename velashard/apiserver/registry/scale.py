@@ -4,7 +4,6 @@ spec.replicas and status; writes change only spec.replicas of the parent."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from velashard.apiserver import errors
@@ -12,6 +11,7 @@ from velashard.apiserver.registry.rest import Request, RestAPI, Result
 from velashard.apiserver.storage.resources import ResourceType
 from velashard.apiserver.storage.validation import Cause
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch
+from velashard.patch.copying import copy_json
 
 _PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                 "application/strategic-merge-patch+json")
@@ -78,7 +78,7 @@ def write(api: RestAPI, rt: ResourceType, namespace: str, name: str, req: Reques
                 raise errors.APIError(422, "Invalid", f"the server rejected our request due to an error in our "
                                       f"request: {err}")
         replicas = _check_scale(name, wanted)
-        new = copy.deepcopy(old)
+        new = copy_json(old)
         rv = ((wanted or {}).get("metadata") or {}).get("resourceVersion")
         if rv:
             new["metadata"]["resourceVersion"] = rv

@@ -15,7 +15,7 @@ from velashard.apiserver.registry.rest import Request, RestAPI
 from velashard.apiserver.simulation import objectstatus, pods
 from velashard.apiserver.simulation.nodes import NodeHeartbeat, node_ip
 from velashard.apiserver.storage.resources import Registry, ResourceType
-from velashard.apiserver.storage.store import Event, now_rfc3339
+from velashard.apiserver.storage.store import SUBSCRIBER_BATCH_SECONDS, Event, now_rfc3339
 
 log = logging.getLogger("velashard.apiserver.simulation.workloads")
 
@@ -131,9 +131,11 @@ class WorkloadSimulator:
             wait = 0.5
             if self._due:
                 wait = max(0.0, min(wait, self._due[0][0] - time.monotonic()))
-            event = self._sub.get(timeout=wait)
-            if event is not None:
+            events = self._sub.take(timeout=wait)
+            for event in events:
                 self._observe(event)
+            if events:
+                self._stop.wait(SUBSCRIBER_BATCH_SECONDS)  # woken once per batch (its writes wait 0.2 s anyway)
             while self._due and self._due[0][0] <= time.monotonic():
                 _, gr, namespace, name = heapq.heappop(self._due)
                 try:

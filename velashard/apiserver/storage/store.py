@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -26,8 +27,18 @@ Matcher = Callable[[dict[str, Any]], bool]
 MAX_PENDING_EVENTS = 100_000
 
 
+_NOW: tuple[int, str] = (0, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time at second precision, as Kubernetes timestamps are (formatted once per second: every write and
+    every simulated status carries one)."""
+    global _NOW
+    second = int(time.time())
+    cached = _NOW
+    if cached[0] != second:
+        cached = _NOW = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return cached[1]
 
 
 def dumps(obj: Any) -> bytes:
@@ -47,15 +58,11 @@ class Event:
     obj: dict[str, Any]
     old: dict[str, Any] | None
     raw: bytes  # the serialized object, shared by the writer's response and every watcher
-    _lines: dict[str, bytes] = field(default_factory=dict)
 
     def line(self, event_type: str) -> bytes:
-        """The newline-delimited watch event, built once per type and shared by all watchers."""
-        cached = self._lines.get(event_type)
-        if cached is None:
-            cached = b'{"type":"' + event_type.encode() + b'","object":' + self.raw + b"}\n"
-            self._lines[event_type] = cached
-        return cached
+        """The newline-delimited watch event. Built for each watcher (a copy of a few KiB, microseconds) rather
+        than kept: an event stays in the watch history long after its fan-out, and a kept line doubled it."""
+        return b'{"type":"' + event_type.encode() + b'","object":' + self.raw + b"}\n"
 
 
 def watch_line(event: Event, matches: Matcher) -> bytes | None:
@@ -98,9 +105,13 @@ class Watcher:
             if len(self._queue) >= MAX_PENDING_EVENTS:
                 self.overflowed = True
                 self.closed = True
-            else:
-                self._queue.append(item)
-            self._cond.notify()
+                self._cond.notify()
+                return
+            self._queue.append(item)
+            # The reader waits only on an empty queue: waking it for every event would cost a thread switch per
+            # event and watcher, under the store's lock.
+            if len(self._queue) == 1:
+                self._cond.notify()
 
     def get(self, timeout: float) -> Any | None:
         """The next queued item, or None after `timeout` seconds or once closed and drained."""
@@ -108,6 +119,15 @@ class Watcher:
             if not self._queue and not self.closed:
                 self._cond.wait(timeout)
             return self._queue.popleft() if self._queue else None
+
+    def take(self, timeout: float) -> list[Any]:
+        """Every queued item (waiting up to `timeout` seconds for one): a watch sends what piled up at once."""
+        with self._cond:
+            if not self._queue and not self.closed:
+                self._cond.wait(timeout)
+            items = list(self._queue)
+            self._queue.clear()
+            return items
 
     def idle(self) -> bool:
         with self._cond:
@@ -120,6 +140,10 @@ class Watcher:
             self._cond.notify_all()
 
 
+# An in-process subscriber takes what piled up, then lingers this long: woken once per batch, not per event.
+SUBSCRIBER_BATCH_SECONDS = 0.01
+
+
 class Subscriber(Watcher):
     """An in-process consumer of every event (the built-in controllers); never overflows."""
 
@@ -127,7 +151,8 @@ class Subscriber(Watcher):
         with self._cond:
             if not self.closed:
                 self._queue.append(event)
-                self._cond.notify()
+                if len(self._queue) == 1:
+                    self._cond.notify()
 
 
 class Store:
@@ -140,6 +165,9 @@ class Store:
         self._history: deque[Event] = deque(maxlen=max(1, watch_history))
         self._history_floor = 0  # resourceVersion of the newest event no longer in history
         self._watchers: dict[GroupResource | None, set[Watcher]] = {}
+        # Each resource's objects in list order, kept until one of them changes: admission reads the webhook
+        # and policy configurations on every write, and they hardly ever change.
+        self._sorted: dict[GroupResource, list[dict[str, Any]]] = {}
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -158,12 +186,13 @@ class Store:
     def list(self, gr: GroupResource, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects sorted by (namespace, name), as etcd orders its keys, and the list's resourceVersion."""
         with self._lock:
-            bucket = self._objects.get(gr, {})
+            ordered = self._sorted.get(gr)
+            if ordered is None:
+                bucket = self._objects.get(gr, {})
+                ordered = self._sorted[gr] = [bucket[k] for k in sorted(bucket)]
             if namespace is None:
-                items = [bucket[k] for k in sorted(bucket)]
-            else:
-                items = [bucket[k] for k in sorted(bucket) if k[0] == namespace]
-            return items, self._rv
+                return list(ordered), self._rv
+            return [o for o in ordered if (o["metadata"].get("namespace") or "") == namespace], self._rv
 
     def count(self, gr: GroupResource, namespace: str) -> int:
         with self._lock:
@@ -232,6 +261,7 @@ class Store:
                 old: dict[str, Any] | None) -> Event:
         self._rv += 1
         obj["metadata"] = dict(obj["metadata"], resourceVersion=str(self._rv))
+        self._sorted.pop(gr, None)
         bucket = self._objects.setdefault(gr, {})
         if event_type == "DELETED":
             del bucket[key]

@@ -1,0 +1,74 @@
+"""The webhook server's gunicorn worker: gthread, except that a kept-alive connection stays with its thread
+while it is busy.
+
+gunicorn's gthread worker hands every request of a kept-alive connection from its main thread to a pool thread
+and back (the poller, the pool, a done-callback through a pipe, the poller again): three thread wake-ups per
+request, each waiting for the GIL behind whatever else runs. The API server calls the webhook over a few
+connections that it keeps alive and reuses back to back, so here a thread that served a request waits a moment
+on its connection for the next one and serves it at once: one wake-up per request. It gives the connection back
+to the poller (which keeps it alive for `keepalive` seconds) once it stays idle for LINGER seconds, or as soon as
+another connection waits for a thread, so that no connection starves.
+"""
+
+from __future__ import annotations
+
+import selectors
+import threading
+import time
+from typing import Any
+
+from gunicorn.workers.gthread import ThreadWorker
+
+LINGER = 1.0  # seconds a thread waits on its idle connection before handing it back to the poller
+_SLICE = 0.05  # seconds between looks at whether another connection waits for a thread
+
+
+def _readable_within(conn: Any, seconds: float) -> bool:
+    """Whether the next request's bytes are there or arrive within `seconds`."""
+    if conn.parser.unreader.buf.getvalue():
+        return True
+    sock = conn.sock
+    pending = getattr(sock, "pending", None)
+    if pending is not None and pending():  # TLS records already decrypted into the SSL object
+        return True
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(sock, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+        return bool(selector.select(seconds))
+
+
+class StickyThreadWorker(ThreadWorker):
+    """gthread whose threads keep serving the connection they were handed while it stays busy."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._assigned = 0  # connections handed to the pool and not finished: queued or being served
+
+    def enqueue_req(self, conn: Any) -> None:
+        with self._lock:
+            self._assigned += 1
+        super().enqueue_req(conn)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        with self._lock:
+            self._assigned -= 1
+        super().finish_request(conn, fs)
+
+    def _others_waiting(self) -> bool:
+        with self._lock:
+            return self._assigned > self.cfg.threads
+
+    def handle(self, conn: Any) -> Any:
+        keepalive = super().handle(conn)
+        idle_until = time.monotonic() + LINGER
+        while keepalive is True and self.alive and not self._others_waiting():
+            remaining = idle_until - time.monotonic()
+            if remaining <= 0:
+                break  # idle: the poller keeps it alive without holding a thread
+            if _readable_within(conn, min(_SLICE, remaining)):
+                keepalive = super().handle(conn)
+                idle_until = time.monotonic() + LINGER
+        return keepalive

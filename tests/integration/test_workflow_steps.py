@@ -163,14 +163,23 @@ def test_clean_jobs_deletes_matching_jobs_and_pods_only(kube, ns):
                             and not p["metadata"].get("deletionTimestamp")])
 
 
-def test_restart_workflow_runs_a_job_that_annotates_the_app(kube, ns):
-    run_app(kube, ns, "nightly", [step("again", "restart-workflow", properties={"after": "90s"})])
+def test_restart_workflow_annotates_its_own_app_as_its_author(kube, ns):
+    run_app(kube, ns, "nightly", [step("again", "restart-workflow", properties={"every": "2d"})])
     assert finished(kube, ns, "nightly", timeout=40)["again"]["phase"] == "succeeded"
-    (job,) = [j for j in kube.list(JOBS, "vela-system")["items"] if j["metadata"]["name"].startswith("nightly-")]
-    pod = job["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == "kubevela-vela-core"
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    assert env == {"MODE": "after", "WHEN": "90s", "APP": "nightly", "APP_NAMESPACE": ns}
+    app = kube.get(APPLICATIONS, "nightly", ns)
+    assert app["metadata"]["annotations"]["app.oam.dev/restart-workflow"] == "172800s"
+    assert not (app["metadata"].get("labels") or {}).get(labels.APP_NAME), "the app is not one of its own objects"
+    assert not kube.list(JOBS, "vela-system")["items"]
+
+    run_app(kube, ns, "soon", [step("again", "restart-workflow", properties={"after": "2s"})])
+    first = finished(kube, ns, "soon", timeout=40)["again"]
+    assert first["phase"] == "succeeded"
+    # the annotation names a time two seconds after the step; once it has come the finished run starts again
+    eventually(lambda: finished(kube, ns, "soon")["again"]["firstExecuteTime"] != first["firstExecuteTime"],
+               timeout=30)
+    eventually(lambda: "app.oam.dev/restart-workflow" not in
+               (kube.get(APPLICATIONS, "soon", ns)["metadata"].get("annotations") or {}), timeout=30)
+
     run_app(kube, ns, "confused", [step("both", "restart-workflow", properties={"every": "1h", "after": "5m"})])
     steps = finished(kube, ns, "confused")
     assert steps["both"]["phase"] == "failed" and "exactly one of at, after and every" in steps["both"]["message"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.apis.labels import KUBECTL_LAST_APPLIED, LAST_APPLIED as VELASHARD_LAST_APPLIED
+from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.kube.resources import Resource
 from velashard.patch import PatchError
@@ -223,7 +224,29 @@ def patch(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
         meta.pop("annotations", None)
     live.pop("status", None)
     result = _patched(params, rt, live, rt.tags(("patch",)))
+    if _is_the_app(rt, live):
+        # The app itself (restart-workflow writes its annotation) is patched as its author, never dispatched as
+        # one of its own objects: that would track it, and collect it once a later run stops patching it.
+        parts = ("metadata", "spec")
+        body = _merge_patch({k: live.get(k) for k in parts}, {k: result.get(k) for k in parts})
+        return {"result": rt.client().patch(APPLICATIONS, meta["name"], body, meta.get("namespace"))}
     return {"result": dispatch(rt, [result])[0]}
+
+
+def _is_the_app(rt: Runtime, obj: dict[str, Any]) -> bool:
+    api_version, kind, name, namespace = _identity(obj)
+    own = rt.app["metadata"]
+    return (api_version.split("/")[0], kind, name, namespace) == (APPLICATIONS.group, APPLICATIONS.kind,
+                                                                   own.get("name"), own.get("namespace"))
+
+
+def _merge_patch(before: Any, after: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `before` into `after`."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return after
+    patch = {k: None for k in before if k not in after}
+    patch.update({k: _merge_patch(before.get(k), v) for k, v in after.items() if before.get(k) != v})
+    return patch
 
 
 def list_objects(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import TYPES
 from velashard.core.policies import with_overrides
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
-from velashard.core.templates import app_context, plain
+from velashard.core.templates import app_context
+from velashard.workflow.data import plain
 from velashard.workflow.executor import plan
 from velashard.workflow.spec import parse_workflow
 

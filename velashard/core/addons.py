@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 import velashard
-from velashard.core.templates import plain
+from velashard.workflow.data import plain
 from velashard.cue.api import Program, compile_sources
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import Vertex

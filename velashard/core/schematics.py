@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from velashard.core.rendered import RenderError
-from velashard.core.templates import compile_template, plain
+from velashard.core.templates import compile_template
+from velashard.workflow.data import plain
 from velashard.cue.errors import CueError
 from velashard.patch.copying import copy_json
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from decimal import Decimal
 from typing import Any
 
 from cachetools import LRUCache
@@ -44,18 +43,6 @@ def compile_template(text: str, name: str = "template.cue") -> Program:
 def template_cache_info() -> tuple[int, int]:
     return len(_PROGRAMS), _PROGRAMS.maxsize
 
-
-def plain(value: Any) -> Any:
-    """Exported CUE data as JSON data: decimals (CUE floats) become floats."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
 
 
 def component_revision(component: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ a scaler, a sidecar and a gateway (a Deployment, and the gateway's Service and I
 scaler and a ConfigMap created by the storage trait (a Deployment and a ConfigMap). This script creates
 `--apps` such apps from 4 threads against `velashard apiserver --simulate-workloads`, under a master and
 `--shards` slave shards (each a process; apps placed by the master's webhook), then on a fresh API server
-under one unsharded controller, and reports for each setup:
+under one unsharded controller (with its webhooks, as the chart runs it: both setups record every app's
+author), and reports for each setup:
 
 - seconds from the first create until every app runs, apps/s, and how many ran at each 10-second mark;
 - reconciles per app (the controllers' velashard_reconcile_total) and API requests per app (the API
@@ -217,7 +218,7 @@ def run_setup(args: argparse.Namespace, sharded: bool) -> dict:
             cluster.start_master()
             workers = [cluster.start(s, shard=s) for s in shards]
         else:
-            workers = [cluster.start("unsharded")]
+            workers = [cluster.start_unsharded() if args.unsharded_webhook else cluster.start("unsharded")]
         cluster.settle(5.0)
         tracker = AppTracker(cluster.client, APPS_NS).start()
         seq = audit_since(cluster, 1 << 62)[1]
@@ -294,6 +295,8 @@ def main() -> int:
     parser.add_argument("--apps", type=int, default=3000)
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--setups", default="sharded,unsharded", help="which setups, in this order")
+    parser.add_argument("--no-unsharded-webhook", dest="unsharded_webhook", action="store_false",
+                        help="the unsharded controller without its webhooks (the chart runs it with them)")
     parser.add_argument("--update-share", type=float, default=0.1, help="share of the apps updated per minute")
     parser.add_argument("--update-minutes", type=int, default=5, help="0: no continuous updates")
     parser.add_argument("--update-grace", type=float, default=120.0,

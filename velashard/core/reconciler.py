@@ -19,6 +19,7 @@ from velashard.core import status as app_status
 from velashard.core.apply import Applier
 from velashard.core.authors import AuthConfig, author_of, refusal
 from velashard.core.context import ReconcileContext
+from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event, timestamp
 from velashard.core.health import component_health, definition_status, resource_health
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
@@ -50,8 +51,10 @@ class ApplicationReconciler:
                  definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
                  waiting_requeue: float, auth: AuthConfig = AuthConfig(),
-                 step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None):
+                 step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None,
+                 own_writes: OwnWrites | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
+        self.own_writes = own_writes  # the app's finalizer patch, whose event then wakes no one
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
         self.engine = engine or WorkflowEngine()
@@ -77,10 +80,14 @@ class ApplicationReconciler:
             if app["metadata"].get("deletionTimestamp"):
                 return self.finalize(ctx)
             if FINALIZER not in (app["metadata"].get("finalizers") or []):
-                self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                # The reconcile goes on with the patched app: waiting for the patch's own event would send a new
+                # app through the work queue twice before anything of it is applied.
+                app = self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
                     "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
                     "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
-                return DONE  # the update event brings the app back
+                if self.own_writes is not None:
+                    self.own_writes.wrote(app)
+                ctx = self.context(app)
             problem = refusal(app, self.auth)
             if problem:
                 self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(

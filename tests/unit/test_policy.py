@@ -39,6 +39,19 @@ def test_variables_are_lazy_and_their_errors_name_them():
     assert evaluate(ignoring, activation({"metadata": {}})) == ([], {})
 
 
+def test_variables_built_on_variables_see_each_other():
+    # One conversion of the activation serves every program that reads no variable computed after it; a program
+    # that does sees the variables as they are then.
+    policy = compiled([{"expression": "variables.b == 3 && variables.a == 2 && object.n == 1",
+                        "messageExpression": "'b is ' + string(variables.b)"},
+                       {"expression": "variables.c != 'x'", "messageExpression": "'c is ' + variables.c"}],
+                      variables=[{"name": "a", "expression": "object.n + 1"},
+                                 {"name": "b", "expression": "variables.a + 1"},
+                                 {"name": "c", "expression": "'x'"}])
+    assert evaluate(policy, activation({"n": 1}))[0][0].message == "c is x"
+    assert [d.message for d in evaluate(policy, activation({"n": 2}))[0]] == ["b is 4", "c is x"]
+
+
 def test_message_falls_back_from_a_bad_message_expression():
     policy = compiled([{"expression": "false", "message": "plain", "messageExpression": "'two\\nlines'"},
                        {"expression": "false", "messageExpression": "object.missing"},

@@ -377,13 +377,23 @@ class _Evaluation:
         self._errors: dict[str, str] = {}
         self._variables = dict(compiled.variables)
         activation["variables"] = self._values
+        # The activation as CEL values, and the variables it holds: reused by every program that reads no
+        # variable computed since (a policy's variables and validations read the same objects).
+        self._prepared: Any = None
+        self._prepared_with: frozenset[str] = frozenset()
+
+    def _cel_activation(self, program: cel.Program) -> Any:
+        if self._prepared is None or not program.variables_used <= self._prepared_with:
+            self._prepared = cel.prepare(self._activation)
+            self._prepared_with = frozenset(self._values)
+        return self._prepared
 
     def _resolve(self, names: frozenset[str]) -> None:
         for name, program in self._compiled.variables:
             if name in self._values or name in self._errors or not self._needs(name, names):
                 continue
             try:
-                self._values[name] = program.evaluate(self._activation)
+                self._values[name] = program.evaluate(self._cel_activation(program))
             except cel.EvaluationError as err:
                 self._errors[name] = str(err)
 
@@ -408,7 +418,7 @@ class _Evaluation:
                     raise cel.EvaluationError(f"expression '{program.source}' resulted in error: composited "
                                               f"variable \"{name}\" fails to evaluate: {self._errors[name]}")
         try:
-            return program.evaluate(self._activation)
+            return program.evaluate(self._cel_activation(program))
         except cel.EvaluationError as err:
             raise cel.EvaluationError(f"expression '{program.source}' resulted in error: {err}")
 

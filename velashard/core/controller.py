@@ -121,6 +121,9 @@ class ApplicationController:
         self.step_defs = manager.informer(WORKFLOW_STEP_DEFINITIONS)
         self.controller = Controller("application", self._reconcile, options.workers)
         self.own_writes = OwnWrites()
+        # Apps' own finalizer patches, apart: the applier records the apps a workflow applies in own_writes, and
+        # such an app's events must wake it.
+        self.finalizer_writes = OwnWrites()
         self.managed: ManagedCaches | None = None
         if options.cache_managed:
             # Unsharded, the same caches select every app's resources.
@@ -136,7 +139,7 @@ class ApplicationController:
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow),
-            self.own_writes)
+            self.finalizer_writes)
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:
@@ -149,7 +152,7 @@ class ApplicationController:
                                         event=lambda app, *event: record_event(self.client, app, *event))
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=lambda old, new: app_changed(old, new) and
-                              not self.own_writes.is_echo(new))
+                              not self.finalizer_writes.is_echo(new))
         self.controller.watch(self.revisions, to_keys=app_key,
                               predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
         for informer in (self.component_defs, self.trait_defs, self.policy_defs):

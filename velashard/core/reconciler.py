@@ -52,9 +52,9 @@ class ApplicationReconciler:
                  revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
                  waiting_requeue: float, auth: AuthConfig = AuthConfig(),
                  step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None,
-                 own_writes: OwnWrites | None = None):
+                 finalizer_writes: OwnWrites | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
-        self.own_writes = own_writes  # the app's finalizer patch, whose event then wakes no one
+        self.finalizer_writes = finalizer_writes  # the app's finalizer patch, whose event then wakes no one
         self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
         self.engine = engine or WorkflowEngine()
@@ -85,8 +85,8 @@ class ApplicationReconciler:
                 app = self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
                     "finalizers": list(app["metadata"].get("finalizers") or []) + [FINALIZER],
                     "resourceVersion": app["metadata"]["resourceVersion"]}}, app["metadata"]["namespace"])
-                if self.own_writes is not None:
-                    self.own_writes.wrote(app)
+                if self.finalizer_writes is not None:
+                    self.finalizer_writes.wrote(app)
                 ctx = self.context(app)
             problem = refusal(app, self.auth)
             if problem:

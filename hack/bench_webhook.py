@@ -68,6 +68,7 @@ def paced_creates(server: Server, namespaces: tuple[str, ...], count: int, rate:
     `rate` a second: every series meets the same moments of the API server (its collections, its growing heap) and of
     the machine, which one series after the other would not."""
     latencies: dict[str, list[float]] = {ns: [] for ns in namespaces}
+    failed: list[tuple[str, int]] = []
     lock = threading.Lock()
     start = time.perf_counter() + 0.2
     total, interval = count * len(namespaces), 1.0 / (rate * len(namespaces))
@@ -87,12 +88,16 @@ def paced_creates(server: Server, namespaces: tuple[str, ...], count: int, rate:
                                       {"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
             with lock:
                 latencies[namespace].append((time.perf_counter() - t0) * 1000)
+                if code != 201:
+                    failed.append((namespace, code))
 
     workers = [threading.Thread(target=worker, args=(range(t, total, threads),)) for t in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
+    if failed:  # a refused create is quick, and would be timed as a fast one
+        raise SystemExit(f"{len(failed)} of {total} creates failed, e.g. HTTP {failed[0][1]} in namespace {failed[0][0]}")
     return latencies
 
 
@@ -144,6 +149,7 @@ def main() -> int:
         paced_creates(server, ("without", "with"), 100, args.rate)
         series = paced_creates(server, ("without", "with"), args.creates, args.rate)
         without, with_hook = series["without"], series["with"]
+
         def scheduled(namespace: str) -> bool:
             _, body = request(conn, server.token, "GET",
                               f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications?limit=1")

@@ -114,6 +114,12 @@ class WorkloadSimulator:
         self._sub = api.store.subscribe()
         self._stop = threading.Event()
         self._due: list[tuple[float, tuple[str, str], str, str]] = []
+        # Keys in _due: a later event of an object already due is covered by that run, which reads the object then.
+        self._pending: set[tuple[tuple[str, str], str, str]] = set()
+        # resourceVersions of this simulator's own writes that leave nothing more to do (a status, a Deployment's
+        # revision annotation on the way to its status), by object: their events would only wake a run that finds
+        # nothing to write, and under load those runs were most of what the simulator did.
+        self._settled: dict[tuple[tuple[str, str], str, str], set[int]] = {}
         self._req = Request(user={"username": "system:serviceaccount:kube-system:workload-simulator", "uid": "",
                                   "groups": ["system:serviceaccounts"]})
         self._thread = threading.Thread(target=self._run, name="apiserver-workloads", daemon=True)
@@ -138,6 +144,7 @@ class WorkloadSimulator:
                 self._stop.wait(SUBSCRIBER_BATCH_SECONDS)  # woken once per batch (its writes wait 0.2 s anyway)
             while self._due and self._due[0][0] <= time.monotonic():
                 _, gr, namespace, name = heapq.heappop(self._due)
+                self._pending.discard((gr, namespace, name))
                 try:
                     self._converge(gr, namespace, name)
                 except errors.APIError as err:
@@ -146,9 +153,20 @@ class WorkloadSimulator:
                                     err.message)
 
     def _observe(self, event: Event) -> None:
-        if event.type == "DELETED":
-            return
         meta = event.obj["metadata"]
+        key = (event.gr, meta.get("namespace") or "", meta["name"])
+        if event.type == "DELETED":
+            self._settled.pop(key, None)
+            return
+        settled = self._settled.pop(key, None)
+        if settled is not None:
+            later = {rv for rv in settled if rv > event.rv}  # events come in order: older ones will not
+            if later:
+                self._settled[key] = later
+            if event.rv in settled:
+                return
+        if key in self._pending:
+            return
         if event.gr == _PODS:
             due = pods.pod_action(event.obj, self._node_names) is not None
         elif event.gr == _HPAS:
@@ -162,8 +180,14 @@ class WorkloadSimulator:
         else:
             return
         if due:
-            heapq.heappush(self._due, (time.monotonic() + self._delay, event.gr, meta.get("namespace") or "",
-                                       meta["name"]))
+            self._pending.add(key)
+            heapq.heappush(self._due, (time.monotonic() + self._delay, *key))
+
+    def _wrote_settled(self, gr: tuple[str, str], stored: dict[str, Any]) -> None:
+        """Remember a write of ours whose event asks for nothing more."""
+        meta = stored["metadata"]
+        self._settled.setdefault((gr, meta.get("namespace") or "", meta["name"]), set()).add(
+            int(meta["resourceVersion"]))
 
     def _node_count(self) -> int:
         return max(len(self._node_names), 1)
@@ -186,7 +210,8 @@ class WorkloadSimulator:
         status = simulated_status(rt.kind, obj, now_rfc3339(), self._node_count())
         if status is None:
             return
-        self._api.update(rt, namespace, name, dict(obj, status=status), self._req, subresource="status")
+        result = self._api.update(rt, namespace, name, dict(obj, status=status), self._req, subresource="status")
+        self._wrote_settled(gr, result.body)
 
     def _converge_hpa(self, rt: ResourceType, hpa: dict[str, Any]) -> None:
         ref = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
@@ -227,6 +252,7 @@ class WorkloadSimulator:
         if (meta.get("annotations") or {}).get(deployments.REVISION) != todo.deployment_revision:
             result = self._api.patch(rt, namespace, meta["name"], "application/merge-patch+json", {"metadata": {
                 "annotations": {deployments.REVISION: todo.deployment_revision}}}, self._req)
+            self._wrote_settled(rt.group_resource, result.body)  # this run goes on to its status
             return result.body
         return deploy
 

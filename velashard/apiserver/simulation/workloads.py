@@ -118,7 +118,7 @@ class WorkloadSimulator:
         self._pending: set[tuple[tuple[str, str], str, str]] = set()
         # resourceVersions of this simulator's own writes that leave nothing more to do (a status, a Deployment's
         # revision annotation on the way to its status), by object: their events would only wake a run that finds
-        # nothing to write, and under load those runs were most of what the simulator did.
+        # nothing to write (two of a new Deployment's three runs).
         self._settled: dict[tuple[tuple[str, str], str, str], set[int]] = {}
         self._req = Request(user={"username": "system:serviceaccount:kube-system:workload-simulator", "uid": "",
                                   "groups": ["system:serviceaccounts"]})

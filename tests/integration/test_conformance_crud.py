@@ -6,6 +6,7 @@ import pytest
 from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
 
+from velashard.apiserver.registry import rest
 from tests.integration.helpers import deployment, raw_request, status_of
 
 
@@ -30,6 +31,21 @@ def test_generate_name(api_client, namespace):
     core = client.CoreV1Api(api_client)
     made = core.create_namespaced_config_map(namespace, cm(generate_name="gen-"))
     assert made.metadata.name.startswith("gen-") and len(made.metadata.name) == len("gen-") + 5
+
+
+def test_generated_name_that_is_taken_is_generated_again(api_client, namespace, monkeypatch):
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_config_map(namespace, cm("gen-taken"))
+    names = iter(["gen-taken", "gen-taken", "gen-fresh"])
+    monkeypatch.setattr(rest, "_generated_name", lambda prefix: next(names))  # collisions, injected
+    made = core.create_namespaced_config_map(namespace, cm(generate_name="gen-"))
+    assert made.metadata.name == "gen-fresh"
+    assert core.read_namespaced_config_map("gen-taken", namespace).metadata.generate_name is None
+
+    monkeypatch.setattr(rest, "_generated_name", lambda prefix: "gen-taken")  # every try taken: 409 at the end
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map(namespace, cm(generate_name="gen-"))
+    assert err.value.status == 409 and status_of(err.value)["reason"] == "AlreadyExists"
 
 
 def test_get_missing_is_404_status(api_client, namespace):

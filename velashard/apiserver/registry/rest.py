@@ -36,6 +36,7 @@ GC_USER = {"username": "system:serviceaccount:kube-system:generic-garbage-collec
            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]}
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_GENERATE_ATTEMPTS = 8  # the first name and 7 more, as kube-apiserver tries
 _MAX_UPDATE_RETRIES = 16
 _ORPHAN = "orphan"
 _FOREGROUND = "foregroundDeletion"
@@ -267,11 +268,12 @@ class RestAPI:
             raise errors.bad_request("resourceVersion should not be set on objects to be created")
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             meta.pop(key, None)
-        if not meta.get("name"):
+        generated = not meta.get("name")
+        if generated:
             if not meta.get("generateName"):
                 raise errors.invalid(rt.group, rt.kind, "", [Cause("metadata.name", "Required value: name or "
                                                                    "generateName is required", "FieldValueRequired")])
-            meta["name"] = meta["generateName"] + "".join(random.choice(_GENERATE_ALPHABET) for _ in range(5))
+            meta["name"] = _generated_name(meta["generateName"])
         name = meta["name"]
         if not isinstance(name, str):
             raise errors.bad_request("metadata.name must be a string")
@@ -288,9 +290,22 @@ class RestAPI:
         self._admit_validating("CREATE", rt, None, namespace, name, obj, None, req)
         if req.dry_run:
             return Result(obj, code=201)
-        event = self.store.create(rt.group_resource, obj)
+        event = self._store_new(rt, obj, generated)
         self._committed(rt, event)
         return Result(event.obj, event.raw, 201)
+
+    def _store_new(self, rt: ResourceType, obj: dict[str, Any], generated: bool) -> Event:
+        """Store a new object. A generated name that is taken is generated again, as kube-apiserver does
+        (its RetryGenerateName feature): 5 characters of 27 give some 14 million names, so a
+        few thousand creates with one generateName meet a taken name in one run out of several."""
+        for _ in range(_GENERATE_ATTEMPTS - 1 if generated else 0):
+            try:
+                return self.store.create(rt.group_resource, obj)
+            except errors.APIError as err:
+                if err.reason != "AlreadyExists":
+                    raise
+            obj["metadata"]["name"] = _generated_name(obj["metadata"]["generateName"])
+        return self.store.create(rt.group_resource, obj)
 
     # --- update and patch ------------------------------------------------------------------------
 
@@ -595,3 +610,7 @@ class RestAPI:
     def _committed(self, rt: ResourceType, event: Event) -> None:
         if self._on_commit is not None:
             self._on_commit(rt, event)
+
+
+def _generated_name(prefix: str) -> str:
+    return prefix + "".join(random.choice(_GENERATE_ALPHABET) for _ in range(5))

@@ -84,3 +84,20 @@ def test_kept_alive_connections_share_the_only_thread(webhook):
     assert post(second, "c")["allowed"]  # the thread lets go of the first connection for it
     assert time.monotonic() - started < 2.0
     assert post(first, "d")["allowed"]  # and the first is kept alive meanwhile
+
+
+def test_a_response_comes_in_one_tls_record(webhook):
+    """Head and body in one write: the API server reads an admission answer in one call (one TLS record)."""
+    port, context = webhook
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        body = review("one")
+        tls.sendall(f"POST {MUTATING_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.5)  # all that the server writes is here by now
+        first = tls.recv(1 << 20)  # one TLS record at most
+        head, _, rest = first.partition(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        assert head.startswith(b"HTTP/1.1 200") and len(rest) == length
+        assert json.loads(rest)["response"]["allowed"]

@@ -1,5 +1,5 @@
 """The webhook server's gunicorn worker: gthread, except that a kept-alive connection stays with its thread
-while it is busy.
+while it is busy, and a response goes out in one write.
 
 gunicorn's gthread worker hands every request of a kept-alive connection from its main thread to a pool thread
 and back (the poller, the pool, a done-callback through a pipe, the poller again): three thread wake-ups per
@@ -39,6 +39,34 @@ def _readable_within(conn: Any, seconds: float) -> bool:
         return bool(selector.select(seconds))
 
 
+class _OneWrite:
+    """A connection's socket while one response is written. gunicorn sends a response's head and its body in two
+    writes: two TLS records, which the API server reads in two calls, each giving up and taking back its GIL, and
+    under load a thread waits for it. Held back, the head goes out with the body in one record. (gunicorn's
+    sendfile, which would write around this, is never used over TLS.)"""
+
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self._head: bytes | None = None
+
+    def sendall(self, data: bytes) -> None:
+        if self._head is None:  # gunicorn's first write of a response is its head
+            self._head = bytes(data)
+            return
+        if self._head:
+            data, self._head = self._head + bytes(data), b""
+        self._sock.sendall(data)
+
+    def flush(self) -> None:
+        """Send a head that no body followed."""
+        if self._head:
+            head, self._head = self._head, b""
+            self._sock.sendall(head)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 class StickyThreadWorker(ThreadWorker):
     """gthread whose threads keep serving the connection they were handed while it stays busy."""
 
@@ -60,6 +88,15 @@ class StickyThreadWorker(ThreadWorker):
     def _others_waiting(self) -> bool:
         with self._lock:
             return self._assigned > self.cfg.threads
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        sock = conn.sock
+        conn.sock = writer = _OneWrite(sock)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            conn.sock = sock
+            writer.flush()
 
     def handle(self, conn: Any) -> Any:
         keepalive = super().handle(conn)

@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+from http import HTTPStatus
 from typing import Any, Callable, Iterable, Mapping
 
 from flask import Flask, Response, request
@@ -106,12 +107,9 @@ class AdmissionPaths:
         return _answer(start_response, 200, answer)
 
 
-_REASONS = {200: "OK", 400: "BAD REQUEST", 405: "METHOD NOT ALLOWED", 413: "REQUEST ENTITY TOO LARGE"}
-
-
 def _answer(start_response: Callable[..., Any], code: int, body: bytes,
             headers: list[tuple[str, str]] | None = None) -> list[bytes]:
-    start_response(f"{code} {_REASONS[code]}", [("Content-Type", "application/json"),
+    start_response(f"{code} {HTTPStatus(code).phrase}", [("Content-Type", "application/json"),
                                                 ("Content-Length", str(len(body))), *(headers or [])])
     return [body]
 

@@ -93,10 +93,11 @@ class StickyThreadWorker(ThreadWorker):
         sock = conn.sock
         conn.sock = writer = _OneWrite(sock)
         try:
-            return super().handle_request(req, conn)
+            keepalive = super().handle_request(req, conn)
         finally:
             conn.sock = sock
-            writer.flush()
+        writer.flush()  # not after a failure: gunicorn has closed the connection then
+        return keepalive
 
     def handle(self, conn: Any) -> Any:
         keepalive = super().handle(conn)

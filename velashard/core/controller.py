@@ -62,8 +62,10 @@ def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
     terminate, restart); a run finishing, which our own writes do, is not one."""
     before, after = old.get("status") or {}, new.get("status") or {}
     was, now = before.get("workflow") or {}, after.get("workflow") or {}
-    return ("workflow" in before and "workflow" not in after) or was.get("suspend") != now.get("suspend") or \
-        was.get("terminated") != now.get("terminated") or (bool(was.get("finished")) and not now.get("finished"))
+    # bool(): a run's first status write sets suspend and terminated to false where they were absent
+    return ("workflow" in before and "workflow" not in after) or bool(was.get("suspend")) != bool(now.get("suspend")) \
+        or bool(was.get("terminated")) != bool(now.get("terminated")) or \
+        (bool(was.get("finished")) and not now.get("finished"))
 
 
 def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:

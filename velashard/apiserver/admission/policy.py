@@ -505,7 +505,7 @@ class PolicyAdmission:
     _compiled: dict[tuple[str, Any], CompiledPolicy] = field(default_factory=dict)
 
     def active(self) -> bool:
-        return bool(self.store.list(POLICIES)[0])
+        return bool(self.store.snapshot(POLICIES))
 
     def _compile(self, policy: dict[str, Any]) -> CompiledPolicy:
         meta = policy.get("metadata") or {}
@@ -518,7 +518,7 @@ class PolicyAdmission:
                 self._compiled[key] = found
         return found
 
-    def _forget_others(self, policies: list[dict[str, Any]]) -> None:
+    def _forget_others(self, policies: tuple[dict[str, Any], ...]) -> None:
         live = {((p.get("metadata") or {}).get("uid", ""), (p.get("metadata") or {}).get("generation")
                  or (p.get("metadata") or {}).get("resourceVersion")) for p in policies}
         with self._lock:
@@ -530,12 +530,12 @@ class PolicyAdmission:
         audit annotations on `attrs`."""
         if attrs.rt.group == GROUP:
             return  # admission configuration is exempt, so that a broken policy can always be fixed
-        policies = sorted(self.store.list(POLICIES)[0], key=lambda p: p["metadata"]["name"])
+        policies = self.store.snapshot(POLICIES)  # cluster-scoped: in name order
         if not policies:
             return
         if len(self._compiled) > 2 * len(policies):
             self._forget_others(policies)
-        bindings = sorted(self.store.list(BINDINGS)[0], key=lambda b: b["metadata"]["name"])
+        bindings = self.store.snapshot(BINDINGS)
         namespace = self.store.get(("", "namespaces"), ("", attrs.namespace)) \
             if attrs.rt.namespaced and attrs.namespace else None
         denials: list[_Denial] = []

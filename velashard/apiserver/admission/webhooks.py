@@ -53,11 +53,11 @@ class Admission:
         self.policies = PolicyAdmission(store)
 
     def active(self) -> bool:
-        return bool(self._store.list(_MUTATING)[0] or self._store.list(_VALIDATING)[0]) or self.policies.active()
+        return bool(self._store.snapshot(_MUTATING) or self._store.snapshot(_VALIDATING)) or self.policies.active()
 
     def mutate(self, attrs: Attributes) -> dict[str, Any] | None:
         """Run matching mutating webhooks in order; returns the (possibly patched) object."""
-        for config in self._store.list(_MUTATING)[0]:
+        for config in self._store.snapshot(_MUTATING):
             for hook in config.get("webhooks") or []:
                 if not self._matches(hook, attrs):
                     continue
@@ -79,7 +79,7 @@ class Admission:
     def validate(self, attrs: Attributes) -> None:
         """ValidatingAdmissionPolicies, then validating webhooks: kube-apiserver's plugin order."""
         self.policies.validate(attrs)
-        for config in self._store.list(_VALIDATING)[0]:
+        for config in self._store.snapshot(_VALIDATING):
             for hook in config.get("webhooks") or []:
                 if self._matches(hook, attrs):
                     self._call(hook, attrs)

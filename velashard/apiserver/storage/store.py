@@ -166,8 +166,8 @@ class Store:
         self._history_floor = 0  # resourceVersion of the newest event no longer in history
         self._watchers: dict[GroupResource | None, set[Watcher]] = {}
         # Each resource's objects in list order, kept until one of them changes: admission reads the webhook
-        # and policy configurations on every write, and they hardly ever change.
-        self._sorted: dict[GroupResource, list[dict[str, Any]]] = {}
+        # and policy configurations on every write, and they hardly ever change. Replaced, never changed in place.
+        self._sorted: dict[GroupResource, tuple[dict[str, Any], ...]] = {}
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -186,13 +186,27 @@ class Store:
     def list(self, gr: GroupResource, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects sorted by (namespace, name), as etcd orders its keys, and the list's resourceVersion."""
         with self._lock:
-            ordered = self._sorted.get(gr)
-            if ordered is None:
-                bucket = self._objects.get(gr, {})
-                ordered = self._sorted[gr] = [bucket[k] for k in sorted(bucket)]
+            ordered = self._ordered(gr)
             if namespace is None:
                 return list(ordered), self._rv
             return [o for o in ordered if (o["metadata"].get("namespace") or "") == namespace], self._rv
+
+    def snapshot(self, gr: GroupResource) -> tuple[dict[str, Any], ...]:
+        """The objects in list order, shared (callers must not change them), for reads on every write such as
+        admission's. Without the lock while none of them changed: the store lock is the most contended one, and
+        a read that races a change sees the state just before it, as it would a moment earlier."""
+        ordered = self._sorted.get(gr)
+        if ordered is None:
+            with self._lock:
+                ordered = self._ordered(gr)
+        return ordered
+
+    def _ordered(self, gr: GroupResource) -> tuple[dict[str, Any], ...]:
+        ordered = self._sorted.get(gr)
+        if ordered is None:
+            bucket = self._objects.get(gr, {})
+            ordered = self._sorted[gr] = tuple(bucket[k] for k in sorted(bucket))
+        return ordered
 
     def count(self, gr: GroupResource, namespace: str) -> int:
         with self._lock:

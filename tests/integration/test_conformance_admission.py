@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import ssl
+import threading
 import time
 
 import pytest
@@ -199,3 +203,44 @@ def test_match_conditions_decide_whether_the_webhook_is_called(cluster, hook):
     with pytest.raises(ApiException) as err:
         core.patch_namespaced_config_map("c", "default", {"data": {"a": "w"}})
     assert err.value.status == 500 and 'match condition "missing-key"' in status_of(err.value)["message"]
+
+
+def test_a_review_reaches_the_webhook_in_one_tls_record(cluster, hook, tmp_path):
+    """Head and body in one write: the webhook reads the whole review in one call (a TLS record at most)."""
+    _, api = cluster
+    (tmp_path / "tls.crt").write_bytes(hook.serving.cert_pem)
+    (tmp_path / "tls.key").write_bytes(hook.serving.key_pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    listener = socket.create_server(("127.0.0.1", 0))
+    first_reads: list[bytes] = []
+
+    def serve_one() -> None:
+        raw, _ = listener.accept()
+        with context.wrap_socket(raw, server_side=True) as tls:
+            time.sleep(0.3)  # all that the API server writes is here by now
+            first = tls.recv(1 << 20)
+            first_reads.append(first)
+            head, _, body = first.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            while len(body) < length:
+                body += tls.recv(1 << 20)
+            uid = json.loads(body)["request"]["uid"]
+            answer = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                 "response": {"uid": uid, "allowed": True}}).encode()
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    try:
+        register(api, "validating", [webhook("one.example.com", {
+            "url": f"https://127.0.0.1:{listener.getsockname()[1]}/one", "caBundle": hook.ca_bundle})])
+        client.CoreV1Api(api).create_namespaced_config_map("default", cm("one-record"))
+        thread.join(10)
+    finally:
+        listener.close()
+    head, _, body = first_reads[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /one HTTP/1.1")
+    assert json.loads(body)["request"]["name"] == "one-record"  # the whole review came with the head

@@ -314,3 +314,15 @@ class _VerifyingHTTPSConnection(http.client.HTTPSConnection):
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)
         self.sock = self._ctx.wrap_socket(self.sock, server_hostname=self._server_name)
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        """The review's head and body in one write, so one TLS record: http.client writes them apart, and the
+        webhook server then reads them in two calls, each a wake-up of its own (webhook/worker.py does the same
+        for the answer)."""
+        if not isinstance(message_body, bytes) or encode_chunked:
+            super()._send_output(message_body, encode_chunked)
+            return
+        self._buffer.extend((b"", b""))
+        head = b"\r\n".join(self._buffer)
+        del self._buffer[:]
+        self.send(head + message_body)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from kubernetes import client
 from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
+from velashard.apiserver.simulation import workloads
 from tests.integration.helpers import deployment, eventually, raw_request
 
 
@@ -102,3 +104,28 @@ def test_simulator_runs_once_per_change_it_has_to_answer(api_client, apiserver, 
                .status.ready_replicas == 3)
     time.sleep(1.0)
     assert sorted(runs) == [("deployments", "once"), ("replicasets", replicasets[0].metadata.name)]
+
+
+def test_simulator_writes_several_objects_at_once(api_client, apiserver, namespace, monkeypatch):
+    """As kube-controller-manager syncs several Deployments at once, the simulator runs several objects at once:
+    the first run of each of these Deployments waits until all of them are in progress together."""
+    simulator = apiserver.simulator
+    converge = simulator._converge
+    parties = 4
+    barrier = threading.Barrier(parties, timeout=10)
+    first: set[str] = set()
+    met: list[int] = []
+
+    def together(gr: tuple[str, str], ns: str, name: str) -> None:
+        if ns == namespace and gr[1] == "deployments" and name not in first:
+            first.add(name)
+            met.append(barrier.wait())  # broken after 10 s unless every party is running at once
+        converge(gr, ns, name)
+
+    monkeypatch.setattr(simulator, "_converge", together)
+    apps = client.AppsV1Api(api_client)
+    for i in range(parties):
+        apps.create_namespaced_deployment(namespace, deployment(f"together-{i}", replicas=1))
+    for i in range(parties):
+        eventually(lambda: apps.read_namespaced_deployment(f"together-{i}", namespace).status.ready_replicas == 1)
+    assert sorted(met) == list(range(parties)) and workloads.WORKERS >= parties

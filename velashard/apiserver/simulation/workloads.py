@@ -7,6 +7,7 @@ import heapq
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from velashard.apiserver import errors
@@ -23,6 +24,11 @@ SIMULATED = {("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemon
              ("apps", "replicasets"), ("", "replicationcontrollers"), *objectstatus.SIMULATED}
 _PODS = ("", "pods")
 _HPAS = ("autoscaling", "horizontalpodautoscalers")
+# Objects written at once, as kube-controller-manager syncs several Deployments and ReplicaSets at once
+# (--concurrent-deployment-syncs): one thread got too small a share of the API server's time under load and fell
+# tens of seconds behind the writes it answers.
+WORKERS = 4
+Key = tuple[tuple[str, str], str, str]
 
 
 def hpa_status(hpa: dict[str, Any], current: int, now: str) -> dict[str, Any]:
@@ -113,48 +119,97 @@ class WorkloadSimulator:
         self._pod_ips: dict[str, int] = {}
         self._sub = api.store.subscribe()
         self._stop = threading.Event()
+        # Bookkeeping shared by the thread that reads events and the workers that write (never held while writing).
+        self._lock = threading.Lock()
         self._due: list[tuple[float, tuple[str, str], str, str]] = []
         # Keys in _due: a later event of an object already due is covered by that run, which reads the object then.
-        self._pending: set[tuple[tuple[str, str], str, str]] = set()
+        self._pending: set[Key] = set()
         # resourceVersions of this simulator's own writes that leave nothing more to do (a status, a Deployment's
         # revision annotation on the way to its status), by object: their events would only wake a run that finds
         # nothing to write (two of a new Deployment's three runs).
-        self._settled: dict[tuple[tuple[str, str], str, str], set[int]] = {}
+        self._settled: dict[Key, set[int]] = {}
+        self._ready: deque[Key] = deque()  # due, for the next free worker
+        self._work = threading.Condition(self._lock)
+        self._busy: set[Key] = set()  # in a worker's hands: one run per object at a time
+        self._again: set[Key] = set()  # came due while busy: run once more after
+        # Events of a busy object wait for its run to end, which by then knows which of them are its own writes.
+        self._held: dict[Key, list[Event]] = {}
         self._req = Request(user={"username": "system:serviceaccount:kube-system:workload-simulator", "uid": "",
                                   "groups": ["system:serviceaccounts"]})
-        self._thread = threading.Thread(target=self._run, name="apiserver-workloads", daemon=True)
+        self._threads = [threading.Thread(target=self._run, name="apiserver-workloads", daemon=True)] + [
+            threading.Thread(target=self._work_loop, name=f"apiserver-workloads-{i}", daemon=True)
+            for i in range(WORKERS)]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._sub.close()
-        self._thread.join(timeout=5)
+        with self._work:
+            self._work.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
 
     def _run(self) -> None:
+        """Reads every event and hands each object to a worker once its delay is up."""
         while not self._stop.is_set():
-            wait = 0.5
-            if self._due:
-                wait = max(0.0, min(wait, self._due[0][0] - time.monotonic()))
+            with self._lock:
+                wait = 0.05 if self._busy else 0.5  # a run that ends may have queued its object again
+                if self._due:
+                    wait = max(0.0, min(wait, self._due[0][0] - time.monotonic()))
             events = self._sub.take(timeout=wait)
-            for event in events:
-                self._observe(event)
+            with self._lock:
+                for event in events:
+                    self._observe(event)
             if events:
                 self._stop.wait(SUBSCRIBER_BATCH_SECONDS)  # woken once per batch (its writes wait 0.2 s anyway)
-            while self._due and self._due[0][0] <= time.monotonic():
-                _, gr, namespace, name = heapq.heappop(self._due)
-                self._pending.discard((gr, namespace, name))
-                try:
-                    self._converge(gr, namespace, name)
-                except errors.APIError as err:
-                    if err.code not in (404, 409):  # gone or changed meanwhile: a newer event is queued
-                        log.warning("simulated write failed gr=%s key=%s/%s err=%s", gr, namespace, name,
-                                    err.message)
+            with self._lock:
+                while self._due and self._due[0][0] <= time.monotonic():
+                    _, gr, namespace, name = heapq.heappop(self._due)
+                    key = (gr, namespace, name)
+                    self._pending.discard(key)
+                    if key in self._busy:
+                        self._again.add(key)
+                    else:
+                        self._busy.add(key)
+                        self._ready.append(key)
+                        self._work.notify()
+
+    def _work_loop(self) -> None:
+        while True:
+            with self._work:
+                while not self._ready and not self._stop.is_set():
+                    self._work.wait()
+                if self._stop.is_set():
+                    return
+                key = self._ready.popleft()
+            try:
+                self._converge(*key)
+            except errors.APIError as err:
+                if err.code not in (404, 409):  # gone or changed meanwhile: a newer event is queued
+                    log.warning("simulated write failed gr=%s key=%s/%s err=%s", key[0], key[1], key[2],
+                                err.message)
+            except Exception:  # a bug here must not stop the other objects' simulation
+                log.exception("simulated write failed gr=%s key=%s/%s", *key)
+            with self._lock:
+                self._busy.discard(key)
+                for event in self._held.pop(key, ()):
+                    self._observe(event)
+                if key in self._again:
+                    self._again.discard(key)
+                    self._busy.add(key)
+                    self._ready.append(key)
+                    self._work.notify()
 
     def _observe(self, event: Event) -> None:
+        """Queue the object if the event asks for a run (under the lock)."""
         meta = event.obj["metadata"]
         key = (event.gr, meta.get("namespace") or "", meta["name"])
+        if key in self._busy:
+            self._held.setdefault(key, []).append(event)
+            return
         if event.type == "DELETED":
             self._settled.pop(key, None)
             return
@@ -186,8 +241,9 @@ class WorkloadSimulator:
     def _wrote_settled(self, gr: tuple[str, str], stored: dict[str, Any]) -> None:
         """Remember a write of ours whose event asks for nothing more."""
         meta = stored["metadata"]
-        self._settled.setdefault((gr, meta.get("namespace") or "", meta["name"]), set()).add(
-            int(meta["resourceVersion"]))
+        with self._lock:
+            self._settled.setdefault((gr, meta.get("namespace") or "", meta["name"]), set()).add(
+                int(meta["resourceVersion"]))
 
     def _node_count(self) -> int:
         return max(len(self._node_names), 1)
@@ -275,9 +331,9 @@ class WorkloadSimulator:
         elif action == pods.RUN:
             node = pod["spec"]["nodeName"]
             index = int(node.rsplit("-", 1)[1])
-            self._pod_ips[node] = self._pod_ips.get(node, 1) + 1
-            status = pods.running_status(pod, node_ip(index), f"10.244.{index}.{self._pod_ips[node] % 250 + 2}",
-                                         now)
+            with self._lock:
+                self._pod_ips[node] = serial = self._pod_ips.get(node, 1) + 1
+            status = pods.running_status(pod, node_ip(index), f"10.244.{index}.{serial % 250 + 2}", now)
             self._api.update(rt, namespace, name, dict(pod, status=status), self._req, subresource="status")
 
     def _simulated_nodes(self) -> list[dict[str, Any]]:

@@ -180,8 +180,10 @@ class Store:
             return self._rv
 
     def get(self, gr: GroupResource, key: Key) -> dict[str, Any] | None:
-        with self._lock:
-            return self._objects.get(gr, {}).get(key)
+        """The stored object (shared: callers must not change it). Without the lock, the store's most contended
+        one, taken on every request for its namespace and object: a dict lookup is atomic, and a commit puts a
+        finished object in place at once, so a read that races a write sees it before or after, never half."""
+        return self._objects.get(gr, {}).get(key)
 
     def list(self, gr: GroupResource, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects sorted by (namespace, name), as etcd orders its keys, and the list's resourceVersion."""

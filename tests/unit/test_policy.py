@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +13,9 @@ from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.attributes import Attributes
 from velashard.apiserver.admission.policy import compile_policy, evaluate, request_object, resources_match
 from velashard.apiserver.storage.resources import BUILTIN_TYPES
+from velashard.core.authors import AuthConfig
 from velashard.sharding.guard import guard_objects
+from velashard.webhook import author_guard
 
 TYPES = {rt.plural: rt for rt in BUILTIN_TYPES}
 
@@ -37,6 +41,35 @@ def test_variables_are_lazy_and_their_errors_name_them():
     ignoring = compiled([{"expression": "variables.broken == 1"}], failurePolicy="Ignore",
                         variables=[{"name": "broken", "expression": "object.missing"}])
     assert evaluate(ignoring, activation({"metadata": {}})) == ([], {})
+
+
+def test_a_decision_evaluates_only_the_variables_it_needs():
+    # As kube-apiserver's lazy variables: || and && skip a variable the outcome does not need, even one that
+    # would fail; when the outcome needs it, the error still names it.
+    policy = compiled([{"expression": "variables.ok || variables.broken == 1"}],
+                      variables=[{"name": "broken", "expression": "object.missing"},
+                                 {"name": "ok", "expression": "object.n == 1"}])
+    assert policy.inlined
+    assert evaluate(policy, activation({"n": 1})) == ([], {})
+    decisions, _ = evaluate(policy, activation({"n": 2}))
+    assert decisions[0].message == ("expression 'variables.ok || variables.broken == 1' resulted in error: "
+                                    "composited variable \"broken\" fails to evaluate: no such key: missing")
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("variables.a || variables.b", "(x) || (y)"),
+    ("variables . a == 'variables.b' + \"variables.b\" + r'\\' + '''variables.b'''",
+     "(x) == 'variables.b' + \"variables.b\" + r'\\' + '''variables.b'''"),
+    ("variables.a // variables.b's\n&& variables.b", "(x) \n&& (y)"),
+    ("object.variables.a && variables.a", "object.variables.a && (x)"),
+    ("1e3 > 0x1F && variables.a", "1e3 > 0x1F && (x)"),
+    ("variables['a']", None),                          # read another way
+    ("items.all(variables, variables.a)", None),       # bound by a macro
+    ("variables.c", None),                             # no expansion
+    ("'unterminated", None),
+])
+def test_inline_variables(source, expected):
+    assert cel.inline_variables(source, {"a": "x", "b": "y"}) == expected
 
 
 def test_variables_built_on_variables_see_each_other():
@@ -161,6 +194,39 @@ def test_shard_label_guard(op, new, old, user, pin, mark, allowed):
     assert all(not d.error for d in decisions)
 
 
+def _decisions_both_ways(compiled_policy, act):
+    """The decisions with the variables written out, checked against evaluating every variable a validation
+    reads: the same, except where one of those fails though the outcome does not need it (kube-apiserver's lazy
+    variables skip it, as the written-out program does)."""
+    written_out = evaluate(compiled_policy, act)
+    one_by_one = evaluate(replace(compiled_policy, inlined={}), act)
+    if written_out != one_by_one:
+        assert any(d.error and "composited variable" in d.message for d in one_by_one[0]), one_by_one
+        assert not any(d.error for d in written_out[0]), written_out
+    return written_out
+
+
+@pytest.mark.parametrize("op,new,old,user,pin,mark,allowed", GUARD_CASES)
+def test_guards_decide_the_same_with_variables_written_out(op, new, old, user, pin, mark, allowed):
+    """Both guards the chart installs run every validation with its variables written out, and decide as they do
+    variable by variable."""
+    guards = [compile_policy(guard_objects(["controller"], ["shard-admins"])[0]),
+              compile_policy(author_guard.guard_objects(AuthConfig(), ["controller"], ["shard-admins"])[0])]
+    for guard in guards:
+        assert set(guard.inlined) == {v.program.source for v in guard.validations}
+    annotations = {MARK: mark} if mark else {}
+    if user == "alice" and op == "UPDATE":
+        annotations["app.oam.dev/username"] = "alice"
+    obj = {"metadata": {"name": "a", "labels": {SHARD: new} if new else {}, "annotations": annotations},
+           "spec": {"components": [{"name": "c", "type": op.lower()}]}}
+    old_obj = None if op == "CREATE" else {"metadata": {"name": "a", "labels": {SHARD: old} if old else {}},
+                                           "spec": {}}
+    groups = ["shard-admins"] if user == "ops" else ["system:authenticated"]
+    namespace = {"metadata": {"name": "n", **({"labels": {PIN: pin}} if pin else {})}}
+    seen = [_decisions_both_ways(guard, activation(obj, old_obj, user, groups, namespace, op))[0] for guard in guards]
+    assert (seen[0] == []) is allowed
+
+
 json_values = st.recursive(st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80) |
                            st.floats(allow_nan=True) | st.text(max_size=8),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
@@ -172,6 +238,6 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(min_value=-2*
 def test_odd_objects_get_decisions_never_exceptions(meta, spec):
     """Whatever a stored or submitted object holds, the guard answers with decisions (invariant 7)."""
     policy, _ = guard_objects(["controller"])
-    decisions, _ = evaluate(compile_policy(policy), activation({"metadata": meta, "spec": spec},
-                                                               {"metadata": meta}))
+    decisions, _ = _decisions_both_ways(compile_policy(policy), activation({"metadata": meta, "spec": spec},
+                                                                           {"metadata": meta}))
     assert all(d.deny for d in decisions)

@@ -139,6 +139,79 @@ def compile_expression(source: str, returns: tuple[str, ...] = (), variables: tu
     return Program(source, expression, returned, used)
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"[0-9][A-Za-z0-9_]*")
+_SELECTED_VARIABLE = re.compile(r"variables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+_STRING_PREFIXES = ("r", "b", "rb", "br")
+MAX_INLINED = 20_000  # characters: variables used many times over could otherwise grow an expression without bound
+
+
+def _string_end(source: str, start: int, raw: bool) -> int | None:
+    """Where the string literal opening at `start` ends (one past its closing quote), or None if it does not."""
+    delimiter = source[start] * 3 if source.startswith(source[start] * 3, start) else source[start]
+    at = start + len(delimiter)
+    while at < len(source):
+        if source[at] == "\\" and not raw:
+            at += 2
+        elif source.startswith(delimiter, at):
+            return at + len(delimiter)
+        else:
+            at += 1
+    return None
+
+
+def inline_variables(source: str, expansions: dict[str, str]) -> str | None:
+    """`source` with each `variables.<name>` replaced by its expression (from `expansions`, themselves inlined),
+    so that CEL's own short-circuits skip the variables a decision does not need, as kube-apiserver's lazy
+    variables do. None where that is not a plain substitution: a variable without an expansion, `variables`
+    read any other way (indexed, bound by a macro) or the result too long. String literals and comments are
+    copied over untouched (comments are dropped)."""
+    out: list[str] = []
+    at, last = 0, ""  # `last`: the previous significant character, to tell a field named `variables`
+    while at < len(source):
+        char = source[at]
+        if char in "'\"":
+            end = _string_end(source, at, raw=False)
+            if end is None:
+                return None
+            out.append(source[at:end])
+            at, last = end, char
+        elif source.startswith("//", at):
+            newline = source.find("\n", at)
+            at = len(source) if newline < 0 else newline
+        elif char.isdigit():
+            number = _NUMBER.match(source, at)
+            assert number is not None
+            out.append(number.group(0))
+            at, last = number.end(), "0"
+        elif char.isalpha() or char == "_":
+            word = _IDENTIFIER.match(source, at)
+            assert word is not None
+            end = word.end()
+            if word.group(0).lower() in _STRING_PREFIXES and end < len(source) and source[end] in "'\"":
+                closing = _string_end(source, end, raw="r" in word.group(0).lower())
+                if closing is None:
+                    return None
+                out.append(source[at:closing])
+                at, last = closing, "'"
+            elif word.group(0) == "variables" and last != ".":
+                ref = _SELECTED_VARIABLE.match(source, at)
+                if ref is None or ref.group(1) not in expansions:
+                    return None
+                out.append("(" + expansions[ref.group(1)] + ")")
+                at, last = ref.end(), ")"
+            else:
+                out.append(word.group(0))
+                at, last = end, "a"
+        else:
+            out.append(char)
+            at += 1
+            if not char.isspace():
+                last = char
+    inlined = "".join(out)
+    return inlined if len(inlined) <= MAX_INLINED else None
+
+
 def _compile_message(text: str) -> str:
     undeclared = _UNDECLARED.search(text)
     if undeclared and undeclared.group(1) in UNSUPPORTED:

@@ -271,6 +271,9 @@ class CompiledPolicy:
     validations: tuple[Validation, ...] = ()
     audit_annotations: tuple[tuple[str, cel.Program], ...] = ()
     error: str | None = None
+    # By source, the programs that read variables with those variables written out (cel.inline_variables): one
+    # evaluation over the request, whose && and || skip what the outcome does not need.
+    inlined: dict[str, cel.Program] = field(default_factory=dict, hash=False, compare=False)
 
 
 def compile_policy(policy: dict[str, Any]) -> CompiledPolicy:
@@ -297,7 +300,31 @@ def compile_policy(policy: dict[str, Any]) -> CompiledPolicy:
                             for a in spec.get("auditAnnotations") or [])
     except (cel.CompileError, KeyError, TypeError) as err:
         return CompiledPolicy(failure, error=str(err) if isinstance(err, cel.CompileError) else f"invalid spec: {err}")
-    return CompiledPolicy(failure, tuple(variables), conditions, validations, annotations)
+    programs = [(p, ("BOOL",)) for _, p in conditions] + [(v.program, ("BOOL",)) for v in validations] + [
+        (p, ("STRING", "NULL")) for _, p in annotations]
+    return CompiledPolicy(failure, tuple(variables), conditions, validations, annotations,
+                          inlined=_inlined(spec.get("variables") or [], programs))
+
+
+def _inlined(variables: list[dict[str, Any]], programs: list[tuple[cel.Program, tuple[str, ...]]]
+             ) -> dict[str, cel.Program]:
+    expansions: dict[str, str] = {}
+    for var in variables:
+        expanded = cel.inline_variables(var["expression"], expansions)
+        if expanded is not None:
+            expansions[var["name"]] = expanded
+    out: dict[str, cel.Program] = {}
+    for program, returns in programs:
+        if not program.variables_used or program.source in out:
+            continue
+        source = cel.inline_variables(program.source, expansions)
+        if source is None:
+            continue
+        try:
+            out[program.source] = cel.compile_expression(source, returns, ())
+        except cel.CompileError:
+            continue  # e.g. a macro that needs a field selection where the variable stood: evaluated as written
+    return out
 
 
 # --- matching --------------------------------------------------------------------------------------
@@ -368,9 +395,12 @@ def namespace_object(namespace: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class _Evaluation:
-    """One policy's expressions over one request; variables are evaluated once, when first needed."""
+    """One policy's expressions over one request. A program that reads variables runs first with them written
+    out (`CompiledPolicy.inlined`), so that only what its outcome needs is evaluated, as kube-apiserver's lazy
+    variables are; where that fails, the variables are evaluated one by one (each once) for kube-apiserver's
+    message naming the variable that failed."""
 
-    def __init__(self, compiled: CompiledPolicy, activation: dict[str, Any]):
+    def __init__(self, compiled: CompiledPolicy, activation: dict[str, Any], prepared: Any = None):
         self._compiled = compiled
         self._activation = activation
         self._values: dict[str, Any] = {}
@@ -378,9 +408,11 @@ class _Evaluation:
         self._variables = dict(compiled.variables)
         activation["variables"] = self._values
         # The activation as CEL values, and the variables it holds: reused by every program that reads no
-        # variable computed since (a policy's variables and validations read the same objects).
-        self._prepared: Any = None
+        # variable computed since (a policy's variables and validations read the same objects). `prepared`, the
+        # request's without variables, is shared by the policies of one request.
+        self._prepared: Any = prepared
         self._prepared_with: frozenset[str] = frozenset()
+        self._base: Any = prepared
 
     def _cel_activation(self, program: cel.Program) -> Any:
         if self._prepared is None or not program.variables_used <= self._prepared_with:
@@ -411,6 +443,14 @@ class _Evaluation:
 
     def run(self, program: cel.Program) -> Any:
         """The expression's value; raises EvaluationError with kube-apiserver's wording."""
+        inlined = self._compiled.inlined.get(program.source) if program.variables_used else None
+        if inlined is not None:
+            try:
+                if self._base is None:
+                    self._base = cel.prepare({k: v for k, v in self._activation.items() if k != "variables"})
+                return inlined.evaluate(self._base)
+            except cel.EvaluationError:
+                pass  # evaluated again below, variable by variable, for kube-apiserver's message
         if program.variables_used:
             self._resolve(program.variables_used)
             for name in sorted(program.variables_used):
@@ -431,11 +471,13 @@ class Decision:
     error: bool = False
 
 
-def evaluate(compiled: CompiledPolicy, activation: dict[str, Any]) -> tuple[list[Decision], dict[str, str]]:
+def evaluate(compiled: CompiledPolicy, activation: dict[str, Any], prepared: Any = None
+             ) -> tuple[list[Decision], dict[str, str]]:
     """(decisions of the validations, audit annotations) for one policy and binding; [] when matchConditions
-    exclude the request. Errors follow the failure policy (Ignore admits)."""
+    exclude the request. Errors follow the failure policy (Ignore admits). `prepared`: `activation` as CEL values
+    (cel.prepare), when the caller has it."""
     ignore = compiled.failure_policy == "Ignore"
-    run = _Evaluation(compiled, dict(activation))
+    run = _Evaluation(compiled, dict(activation), prepared)
     errors_seen: list[str] = []
     for _name, program in compiled.match_conditions:
         try:
@@ -540,6 +582,7 @@ class PolicyAdmission:
             if attrs.rt.namespaced and attrs.namespace else None
         denials: list[_Denial] = []
         activation: dict[str, Any] | None = None
+        prepared: Any = None
         for policy in policies:
             name = policy["metadata"]["name"]
             spec = policy.get("spec") or {}
@@ -571,7 +614,11 @@ class PolicyAdmission:
                 if activation is None:
                     activation = {"object": attrs.obj, "oldObject": attrs.old, "request": request_object(attrs),
                                   "params": None, "namespaceObject": namespace_object(namespace)}
-                decisions, annotations = evaluate(compiled, activation)
+                    try:
+                        prepared = cel.prepare(activation)
+                    except cel.EvaluationError:
+                        prepared = None  # each program reports it in its own words
+                decisions, annotations = evaluate(compiled, activation, prepared)
                 for key, value in annotations.items():
                     attrs.annotations[f"{name}/{key}"] = value
                 for index, decision in enumerate(decisions):

@@ -8,7 +8,6 @@ as apiextensions-apiserver words them (kube-openapi messages inside field errors
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -17,6 +16,7 @@ from typing import Any
 
 from velashard.apiserver.storage.validation import (Cause, invalid, not_supported, required, too_long, too_many,
                                                     type_invalid)
+from velashard.patch.copying import copy_json
 from velashard.patch.json_patch import json_equal
 
 Schema = dict[str, Any]
@@ -31,7 +31,7 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]
 
 def apply_schema(obj: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], list[Cause]]:
     """Return a defaulted, pruned copy of `obj` and the validation causes against `schema`."""
-    result = copy.deepcopy(obj)
+    result = copy_json(obj)  # JSON-shaped: no cycles or shared parts for copy.deepcopy's memo to keep
     if not isinstance(schema, dict):
         return result, []
     _prune_nulls(result, schema)
@@ -88,18 +88,18 @@ def _default(value: Any, schema: Schema | None) -> None:
     if isinstance(value, dict):
         for key, sub in _props(schema).items():
             if isinstance(sub, dict) and "default" in sub and (key not in value or _needs_default(value[key], sub)):
-                value[key] = copy.deepcopy(sub["default"])
+                value[key] = copy_json(sub["default"])
         extra = _additional(schema)
         for key, item in value.items():
             sub = _field_schema(schema, key)
             if sub is extra and extra is not None and _needs_default(item, extra):
-                value[key] = item = copy.deepcopy(extra["default"])
+                value[key] = item = copy_json(extra["default"])
             _default(item, sub)
     elif isinstance(value, list):
         items = _items(schema)
         for i, item in enumerate(value):
             if items is not None and _needs_default(item, items):
-                value[i] = item = copy.deepcopy(items["default"])
+                value[i] = item = copy_json(items["default"])
             _default(item, items)
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import ssl
+import time
+
 import pytest
 from kubernetes import client, utils
 from kubernetes.client.exceptions import ApiException
@@ -203,3 +208,59 @@ def test_deployment_validation(api_client, namespace):
     assert status_of(err.value)["details"]["causes"][0]["field"] == "spec.template.metadata.labels"
 
 
+
+
+def test_an_answer_comes_in_one_tls_record(apiserver, api_client, namespace):
+    """Head and body in one write: a client reads an answer in one call (a TLS record at most)."""
+    client.CoreV1Api(api_client).create_namespaced_config_map(namespace, cm("one-record"))
+    context = ssl.create_default_context(cadata=apiserver.ca.cert_pem.decode())
+    with socket.create_connection((apiserver.host, apiserver.port)) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(f"GET /api/v1/namespaces/{namespace}/configmaps/one-record HTTP/1.1\r\nHost: x\r\n"
+                    f"Authorization: Bearer {apiserver.admin_token}\r\n\r\n".encode())
+        time.sleep(0.3)  # all the server writes is here by now
+        head, _, body = tls.recv(1 << 20).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert json.loads(body)["metadata"]["name"] == "one-record"
+
+
+def _raw_exchange(apiserver, data: bytes) -> bytes:
+    """What the server answers before it closes the connection (each of these requests closes it)."""
+    answer = b""
+    with socket.create_connection((apiserver.host, apiserver.port)) as sock:
+        sock.settimeout(5)
+        try:
+            sock.sendall(data)
+            while chunk := sock.recv(1 << 16):
+                answer += chunk
+        except ConnectionResetError:  # the server closed with part of a long request unread
+            pass
+    return answer
+
+
+@pytest.mark.parametrize("head,status", ids=["version", "http2", "words", "http09-post", "long-line", "many"], argvalues=[
+    (b"GET /version HTTP/1.x\r\n\r\n", b"400"),
+    (b"GET /version HTTP/2.0\r\n\r\n", b"505"),
+    (b"GET /version extra HTTP/1.1\r\n\r\n", b"400"),
+    (b"POST /version\r\n\r\n", b"400"),                            # HTTP/0.9 knows only GET
+    (b"GET /version HTTP/1.1\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+    (b"GET /version HTTP/1.1\r\n" + b"X-Many: a\r\n" * 101 + b"\r\n", b"431"),
+])
+def test_a_malformed_request_head_is_refused_with_its_status(apiserver, head, status):
+    # As http.server answers: without a status line where the request line gave no usable version (HTTP/0.9).
+    assert b"<p>Error code: " + status + b"</p>" in _raw_exchange(apiserver, head)
+
+
+def test_expect_100_continue_and_connection_headers(apiserver):
+    body = b'{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"continued"}}'
+    with socket.create_connection((apiserver.host, apiserver.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nAuthorization: Bearer " + apiserver.admin_token.encode() +
+                     b"\r\nExpect: 100-continue\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert sock.recv(1 << 16).startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(1 << 16):  # Connection: close: the server closes after its answer
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 201") and b"Connection: close" in answer

@@ -12,6 +12,7 @@ token is that user (and plain HTTP shares the port).
 from __future__ import annotations
 
 import base64
+import http.client
 import ipaddress
 import json
 import logging
@@ -22,6 +23,7 @@ import ssl
 import tempfile
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +38,7 @@ from velashard.apiserver.auth.authn import ANONYMOUS, service_account_user, spli
 from velashard.apiserver.controllers.controller_manager import Controllers
 from velashard.apiserver.http import openapi_builtin, protobuf, review_protobuf
 from velashard.apiserver.http.audit import AuditLog
+from velashard.apiserver.http.headers import read_headers
 from velashard.apiserver.http.tables import to_table
 from velashard.apiserver.registry import scale
 from velashard.apiserver.registry.rest import Request, RestAPI, Result
@@ -237,6 +240,16 @@ class _HTTPServer(ThreadingHTTPServer):
         log.exception("connection from %s failed", client_address)
 
 
+def _http_version(text: str) -> tuple[int, int] | None:
+    """(major, minor) of an `HTTP/x.y` version, or None if it is not one."""
+    if not text.startswith("HTTP/"):
+        return None
+    parts = text[5:].split(".")
+    if len(parts) != 2 or not all(p.isdigit() and len(p) <= 10 for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
@@ -248,6 +261,53 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # the audit log records requests instead
         return
+
+    def parse_request(self) -> bool:
+        """http.server's reading of the request line and head, with the headers read by headers.read_headers."""
+        self.command = None  # type: ignore[assignment]
+        self.request_version = version = self.default_request_version
+        self.close_connection = True
+        self.requestline = requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = requestline.split()
+        if not words:
+            return False
+        if len(words) >= 3:
+            version = words[-1]
+            number = _http_version(version)
+            if number is None:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request version ({version!r})")
+                return False
+            if number >= (2, 0):
+                self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, f"Invalid HTTP version ({version})")
+                return False
+            self.close_connection = number < (1, 1)
+            self.request_version = version
+        if not 2 <= len(words) <= 3:
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request syntax ({requestline!r})")
+            return False
+        command, path = words[:2]
+        if len(words) == 2:
+            self.close_connection = True
+            if command != "GET":
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad HTTP/0.9 request type ({command!r})")
+                return False
+        self.command, self.path = command, "/" + path.lstrip("/") if path.startswith("//") else path
+        try:
+            self.headers = read_headers(self.rfile)
+        except http.client.LineTooLong as err:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long", str(err))
+            return False
+        except http.client.HTTPException as err:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers", str(err))
+            return False
+        connection = (self.headers.get("Connection") or "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive":
+            self.close_connection = False
+        if (self.headers.get("Expect") or "").lower() == "100-continue" and self.request_version >= "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
 
     # --- plumbing --------------------------------------------------------------------------------
 
@@ -270,9 +330,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", '299 - "%s"' % warning.replace("\\", "\\\\").replace('"', '\\"'))
         if self.close_connection:
             self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+        # Head and body in one write (one TLS record): apart, every client read an answer in two calls.
+        self._headers_buffer.append(b"\r\n")
+        head, self._headers_buffer = b"".join(self._headers_buffer), []
+        self.wfile.write(head if self.command == "HEAD" else head + payload)
 
     def _send_error(self, err: errors.APIError) -> None:
         self._send(err.code, err.status())

@@ -3,8 +3,10 @@ without its lock."""
 
 from __future__ import annotations
 
+import json
 import threading
 
+from velashard.apiserver.storage import store as store_module
 from velashard.apiserver.storage.store import Store
 
 CONFIGS = ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
@@ -61,3 +63,17 @@ def test_a_get_does_not_wait_for_the_store_lock():
     finally:
         release.set()
         thread.join()
+
+
+def test_an_event_carries_the_object_as_stored_serialized_outside_the_lock():
+    store = Store()
+    created = store.create(CONFIGS, {"metadata": {"name": "a"}, "webhooks": [{"name": "w.example.com"}]})
+    assert json.loads(created.raw) == created.obj and created.obj["metadata"]["resourceVersion"] == "1"
+    changed = dict(created.obj, webhooks=[])
+    replaced = store.replace(CONFIGS, changed, "1")
+    assert json.loads(replaced.raw) == replaced.obj and replaced.obj["metadata"]["resourceVersion"] == "2"
+    # An object that carries the mark itself (it cannot know it) is serialized under the lock instead.
+    sneaky = {"first": {"resourceVersion": store_module._RV_MARK}, "metadata": {"name": "b"}}
+    event = store.create(CONFIGS, sneaky)
+    assert json.loads(event.raw) == event.obj and event.obj["metadata"]["resourceVersion"] == "3"
+    assert json.loads(event.raw)["first"] == {"resourceVersion": store_module._RV_MARK}

@@ -8,6 +8,7 @@ which is what gives every watcher the events in resourceVersion order.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 import uuid
@@ -43,6 +44,19 @@ def now_rfc3339() -> str:
 
 def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# A resourceVersion no client can send: a written object is serialized with it before the store lock is taken,
+# and the real one takes its place under the lock (serializing a few KiB under the lock held up every writer).
+_RV_MARK = "rv-" + secrets.token_hex(12)
+_RV_MARK_FIELD = b'"resourceVersion":"' + _RV_MARK.encode() + b'"'
+
+
+def _marked(obj: dict[str, Any]) -> bytes | None:
+    """`obj` serialized as it will be stored, with the mark for its resourceVersion (None in the unlikely case
+    that the mark is not found exactly once)."""
+    raw = dumps(dict(obj, metadata=dict(obj["metadata"], resourceVersion=_RV_MARK)))
+    return raw if raw.count(_RV_MARK_FIELD) == 1 else None
 
 
 def object_key(obj: dict[str, Any]) -> Key:
@@ -239,19 +253,21 @@ class Store:
     def create(self, gr: GroupResource, obj: dict[str, Any]) -> Event:
         """Store a new object, filling uid, creationTimestamp, resourceVersion and generation."""
         key = object_key(obj)
+        meta = obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        meta.setdefault("generation", 1)
+        marked = _marked(obj)
         with self._lock:
             bucket = self._objects.setdefault(gr, {})
             if key in bucket:
                 raise errors.already_exists(gr[0], gr[1], key[1])
-            meta = obj["metadata"]
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", now_rfc3339())
-            meta.setdefault("generation", 1)
-            return self._commit("ADDED", gr, key, obj, None)
+            return self._commit("ADDED", gr, key, obj, None, marked)
 
     def replace(self, gr: GroupResource, obj: dict[str, Any], expected_rv: str) -> Event:
         """Replace an object if its resourceVersion is still `expected_rv` (optimistic concurrency)."""
         key = object_key(obj)
+        marked = _marked(obj)
         with self._lock:
             old = self._objects.get(gr, {}).get(key)
             if old is None:
@@ -259,7 +275,7 @@ class Store:
             if old["metadata"]["resourceVersion"] != expected_rv:
                 raise errors.conflict(gr[0], gr[1], key[1], "the object has been modified; please apply your "
                                       "changes to the latest version and try again")
-            return self._commit("MODIFIED", gr, key, obj, old)
+            return self._commit("MODIFIED", gr, key, obj, old, marked)
 
     def remove(self, gr: GroupResource, key: Key, expected_rv: str | None = None,
                final: dict[str, Any] | None = None) -> Event:
@@ -274,9 +290,10 @@ class Store:
             return self._commit("DELETED", gr, key, dict(final if final is not None else old), old)
 
     def _commit(self, event_type: str, gr: GroupResource, key: Key, obj: dict[str, Any],
-                old: dict[str, Any] | None) -> Event:
+                old: dict[str, Any] | None, marked: bytes | None = None) -> Event:
         self._rv += 1
-        obj["metadata"] = dict(obj["metadata"], resourceVersion=str(self._rv))
+        rv = str(self._rv)
+        obj["metadata"] = dict(obj["metadata"], resourceVersion=rv)
         self._sorted.pop(gr, None)
         bucket = self._objects.setdefault(gr, {})
         if event_type == "DELETED":
@@ -286,7 +303,9 @@ class Store:
             bucket[key] = obj
             self._uids[obj["metadata"]["uid"]] = (gr, key)
         self._index_owners(gr, key, old, None if event_type == "DELETED" else obj)
-        event = Event(self._rv, event_type, gr, obj, old if event_type == "MODIFIED" else None, dumps(obj))
+        raw = marked.replace(_RV_MARK_FIELD, b'"resourceVersion":"' + rv.encode() + b'"', 1) if marked is not None \
+            else dumps(obj)
+        event = Event(self._rv, event_type, gr, obj, old if event_type == "MODIFIED" else None, raw)
         if len(self._history) == self._history.maxlen:
             self._history_floor = self._history[0].rv
         self._history.append(event)

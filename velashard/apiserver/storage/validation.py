@@ -6,12 +6,38 @@ the same 422 causes it would see from kube-apiserver.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from velashard.apis.validation import (_byte_len, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
-                                       is_valid_label_value, is_valid_path_segment_name)
+from velashard.apis import validation as names
+from velashard.apis.validation import _byte_len, is_dns1123_label, is_dns1123_subdomain, is_valid_path_segment_name
+
+# Every write checks its labels, annotation keys and finalizers, and they are mostly the same few strings: their
+# checks (a handful of regular expressions each) are remembered, for strings no longer than a valid key can be.
+_CACHED_LENGTH = 253 + 1 + 63
+@functools.lru_cache(maxsize=16384)
+def _qualified_name_errors(value: str) -> tuple[str, ...]:
+    return tuple(names.is_qualified_name(value))
+
+
+@functools.lru_cache(maxsize=16384)
+def _label_value_errors(value: str) -> tuple[str, ...]:
+    return tuple(names.is_valid_label_value(value))
+
+
+def is_qualified_name(value: Any) -> list[str]:
+    if isinstance(value, str) and len(value) <= _CACHED_LENGTH:
+        return list(_qualified_name_errors(value))
+    return names.is_qualified_name(value)
+
+
+def is_valid_label_value(value: Any) -> list[str]:
+    if isinstance(value, str) and len(value) <= _CACHED_LENGTH:
+        return list(_label_value_errors(value))
+    return names.is_valid_label_value(value)
+
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 _ORPHAN_FINALIZER = "orphan"

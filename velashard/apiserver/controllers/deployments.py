@@ -7,7 +7,7 @@ controller would make; `workloads.WorkloadSimulator` carries them out.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -27,15 +27,10 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def template_hash(template: Any) -> str:
-    """A short, stable, label-safe hash of a pod template (FNV-1a over its canonical JSON)."""
-    return _fnv_label(json.dumps(template, sort_keys=True, separators=(",", ":")))
-
-
-@functools.lru_cache(maxsize=4096)  # each sync of a Deployment hashes its template again (a byte-wise loop)
-def _fnv_label(text: str) -> str:
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    """A short, stable, label-safe hash of a pod template (32 bits of BLAKE2 over its canonical JSON; the
+    Deployment controller's is FNV-1a over its own printing, which a Python loop took ~0.1 us a byte for)."""
+    text = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    value = int.from_bytes(hashlib.blake2s(text.encode(), digest_size=4).digest(), "big")
     out = ""
     while value:
         value, digit = divmod(value, len(_ALPHABET))

@@ -13,13 +13,13 @@ import json
 import logging
 import re
 import threading
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from velashard.apiserver import errors
 from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.attributes import Attributes, rule_matches
+from velashard.apiserver.ids import new_uid
 from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 from velashard.apiserver.storage.store import Store
 from velashard.apiserver.storage.validation import Cause
@@ -369,7 +369,7 @@ def request_object(attrs: Attributes) -> dict[str, Any]:
     resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
     user = attrs.user or {}
     return {
-        "uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "subResource": attrs.subresource or "",
+        "uid": new_uid(), "kind": kind, "resource": resource, "subResource": attrs.subresource or "",
         "requestKind": kind, "requestResource": resource, "requestSubResource": attrs.subresource or "",
         "name": attrs.name or "", "namespace": attrs.namespace or "", "operation": attrs.operation,
         "userInfo": {"username": user.get("username", ""), "uid": user.get("uid", ""),

@@ -9,7 +9,6 @@ import logging
 import ssl
 import threading
 import time
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +16,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.admission.attributes import Attributes, rule_matches
 from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.policy import PolicyAdmission, request_object
+from velashard.apiserver.ids import new_uid
 from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 from velashard.apiserver.storage.store import Store
 from velashard.patch import PatchError, apply_json_patch
@@ -146,7 +146,7 @@ class Admission:
     def review(self, attrs: Attributes) -> dict[str, Any]:
         rt = attrs.rt
         request: dict[str, Any] = {
-            "uid": str(uuid.uuid4()),
+            "uid": new_uid(),
             "kind": {"group": rt.group, "version": rt.version, "kind": rt.kind},
             "resource": {"group": rt.group, "version": rt.version, "resource": rt.plural},
             "requestKind": {"group": rt.group, "version": rt.version, "kind": rt.kind},

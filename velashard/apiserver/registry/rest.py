@@ -14,13 +14,13 @@ import ipaddress
 import json
 import random
 import threading
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from velashard.apiserver import errors
 from velashard.apiserver.admission.attributes import Attributes
 from velashard.apiserver.admission.webhooks import Admission
+from velashard.apiserver.ids import new_uid
 from velashard.apiserver.registry import strategies
 from velashard.apiserver.storage import conversion, managed_fields
 from velashard.apiserver.storage.openapi_schema import apply_schema
@@ -281,7 +281,7 @@ class RestAPI:
         strategies.apply_defaults(rt.kind, obj)
         obj = self._admit_mutating("CREATE", rt, None, namespace, name, obj, None, req)
         meta = _meta(obj)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = new_uid()
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         strategies.prepare_for_create(rt.kind, obj, rt.status_subresource, rt.is_custom, self._ips.allocate)

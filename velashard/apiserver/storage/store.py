@@ -11,13 +11,13 @@ import json
 import secrets
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 from velashard.apiserver import errors
+from velashard.apiserver.ids import new_uid
 
 GroupResource = tuple[str, str]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -254,7 +254,7 @@ class Store:
         """Store a new object, filling uid, creationTimestamp, resourceVersion and generation."""
         key = object_key(obj)
         meta = obj["metadata"]
-        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("uid", new_uid())
         meta.setdefault("creationTimestamp", now_rfc3339())
         meta.setdefault("generation", 1)
         marked = _marked(obj)

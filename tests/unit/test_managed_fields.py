@@ -107,6 +107,36 @@ def test_status_writes_leave_the_owners_of_other_fields_alone():
     assert entry["subresource"] == "status" and entry["fieldsV1"] == {"f:status": {"f:replicas": {}}}
 
 
+def test_entries_out_of_a_write_s_reach_are_kept_as_stored_without_decoding(monkeypatch):
+    live = applied_by(DEPLOYMENTS, None, deployment(), "kubectl")
+    status = dict(live, status={"replicas": 2})
+    status["metadata"] = dict(live["metadata"])
+    status["metadata"]["managedFields"] = record(DEPLOYMENTS, live, status, Write("kube-controller-manager"),
+                                                 "status", LATER)
+    decoded = []
+    real = fieldset.from_fields_v1
+    monkeypatch.setattr(fieldset, "from_fields_v1", lambda raw: decoded.append(raw) or real(raw))
+    again = dict(status, status={"replicas": 3})
+    entries = record(DEPLOYMENTS, status, again, Write("kube-controller-manager"), "status", LATER)
+    spec_entry = next(e for e in status["metadata"]["managedFields"] if e["manager"] == "kubectl")
+    assert not any(raw is spec_entry["fieldsV1"] for raw in decoded)  # a status write never reads kubectl's
+    assert next(e for e in entries if e["manager"] == "kubectl") == spec_entry
+    # and a write to the rest never reads the status entry, nor changes it
+    status_entry = next(e for e in status["metadata"]["managedFields"] if e["manager"] == "kube-controller-manager")
+    decoded.clear()
+    scaled = dict(status, spec=dict(status["spec"], replicas=5))
+    entries = record(DEPLOYMENTS, status, scaled, Write("hpa"), None, LATER)
+    assert not any(raw is status_entry["fieldsV1"] for raw in decoded)
+    assert next(e for e in entries if e["manager"] == "kube-controller-manager") == status_entry
+    assert fieldset.from_fields_v1(next(e for e in entries if e["manager"] == "kubectl")["fieldsV1"]) == \
+        owned(status, "kubectl") - {("f:spec", "f:replicas")}  # the updater took replicas from the applier
+
+
+def test_has_fields_agrees_with_decoding():
+    for raw in ({}, {".": {}}, {"f:a": {}}, {"f:a": 5}, {"f:a": {"f:b": "x"}}, {"f:a": {"f:b": {}}}, "x", None):
+        assert fieldset.has_fields(raw) == bool(fieldset.from_fields_v1(raw)), raw
+
+
 def test_sets_merge_and_crd_list_types_follow_the_schema():
     schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],

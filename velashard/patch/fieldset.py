@@ -148,6 +148,15 @@ def from_fields_v1(fields: Any) -> FieldSet:
     return frozenset(out)
 
 
+def has_fields(fields: Any, root: bool = True) -> bool:
+    """Whether from_fields_v1(fields) is not empty, without building it."""
+    if not isinstance(fields, dict):
+        return False
+    if not fields:
+        return not root
+    return any(key == "." or has_fields(child, False) for key, child in fields.items())
+
+
 def path_string(path: Path) -> str:
     """A path as Kubernetes prints it in conflicts: `.spec.containers[name="app"].image`."""
     parts: list[str] = []

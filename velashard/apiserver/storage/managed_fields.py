@@ -144,8 +144,24 @@ class Entry:
     api_version: str
     subresource: str
     time: str
-    fields: FieldSet
+    decoded: FieldSet | None  # None until `fields` is first read: decoded from `raw` then
     raw: dict[str, Any] | None = None  # the stored fieldsV1 of `fields`, reused while they do not change
+
+    @property
+    def fields(self) -> FieldSet:
+        if self.decoded is None:
+            self.decoded = fieldset.from_fields_v1(self.raw or {})
+        return self.decoded
+
+    def has_fields(self) -> bool:
+        return bool(self.decoded) if self.decoded is not None else fieldset.has_fields(self.raw or {})
+
+    def in_scope(self, status_write: bool) -> bool:
+        """Whether a write to the status (or to the rest, of a resource with a status subresource) may change what
+        this entry owns, judged from the top of its fieldsV1 without decoding it."""
+        if self.decoded is not None or not isinstance(self.raw, dict):
+            return True
+        return "f:status" in self.raw if status_write else set(self.raw) != {"f:status"}
 
     def identity(self) -> tuple[str, str, str, str]:
         # An applier is one manager whatever version it applied; updaters are per version.
@@ -175,13 +191,13 @@ def decode(obj: dict[str, Any] | None) -> list[Entry]:
         if not isinstance(raw, dict) or not raw.get("manager"):
             continue
         entries.append(Entry(str(raw["manager"]), str(raw.get("operation") or UPDATE), str(raw.get("apiVersion") or ""),
-                             str(raw.get("subresource") or ""), str(raw.get("time") or ""),
-                             fieldset.from_fields_v1(raw.get("fieldsV1") or {}), raw.get("fieldsV1")))
+                             str(raw.get("subresource") or ""), str(raw.get("time") or ""), None,
+                             raw.get("fieldsV1")))
     return entries
 
 
 def encode(entries: list[Entry]) -> list[dict[str, Any]]:
-    kept = [e for e in entries if e.fields]
+    kept = [e for e in entries if e.has_fields()]
     kept.sort(key=lambda e: (e.operation, e.time, e.manager, e.api_version, e.subresource))
     return [e.encode() for e in kept]
 
@@ -300,6 +316,7 @@ def record(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], wr
         mine = (previous | changed) - removed
         taken = changed
     status_scope = subresource == "status"
+    scoped = status_scope or rt.status_subresource  # else every field is within a write's reach
 
     def present(path: Path) -> bool:
         # Fields outside what this write could change (status vs the rest) stay as they are.
@@ -315,6 +332,9 @@ def record(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], wr
             touched = fields != entry.fields or bool(changed or removed)
             out.append(Entry(entry.manager, entry.operation, rt.api_version, entry.subresource,
                              now if touched else entry.time, fields))
+            continue
+        if scoped and not entry.in_scope(status_scope):
+            out.append(entry)  # it owns nothing this write can change: kept as stored, never decoded
             continue
         fields = frozenset(p for p in entry.fields if present(p) and p not in taken)
         out.append(Entry(entry.manager, entry.operation, entry.api_version, entry.subresource, entry.time, fields,

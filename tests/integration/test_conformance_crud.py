@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import socket
 import ssl
@@ -222,6 +223,8 @@ def test_an_answer_comes_in_one_tls_record(apiserver, api_client, namespace):
         head, _, body = tls.recv(1 << 20).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200")
     assert json.loads(body)["metadata"]["name"] == "one-record"
+    date = next(line.split(b": ", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"date:"))
+    assert abs(email.utils.parsedate_to_datetime(date.decode()).timestamp() - time.time()) < 5
 
 
 def _raw_exchange(apiserver, data: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""The API server's header reading against http.client's, which it replaces for ordinary heads."""
+"""The API server's reading of request heads and webhook answers against http.client's, which it replaces."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from velashard.apiserver.http.headers import MAX_HEADERS, Headers, read_headers
+from velashard.apiserver.headers import MAX_HEADERS, Headers, Response, read_headers
 
 NAMES = ("Host", "Content-Type", "content-type", "Authorization", "Impersonate-Group", "X-Odd")
 
@@ -56,3 +56,42 @@ line_text = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size
 @given(st.lists(st.tuples(st.sampled_from(NAMES + ("Bad Name", " Host", "")), line_text), max_size=6))
 def test_any_head_reads_as_http_client_reads_it(pairs):
     both(b"".join(f"{name}:{value}\r\n".encode() for name, value in pairs) + b"\r\n")
+
+
+class _Socket:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def makefile(self, mode: str) -> io.BytesIO:
+        return io.BytesIO(self._data)
+
+
+ANSWERS = [
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n\r\n{}",                                          # ends with the connection
+    b"HTTP/1.1 100 Continue\r\nX-Odd: a\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 204 No Content\r\nContent-Length: 7\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.0 200 OK\r\nContent-Length: -3\r\n\r\n{}",
+    b"HTTP/1.1 500 Internal Server Error \r\nContent-Length: x\r\nConnection: close\r\n\r\noops",
+    b"HTTP/1.1 200 OK\r\nX-Odd: a\r\n folded\r\nContent-Length: 2\r\n\r\n{}",
+]
+
+
+@pytest.mark.parametrize("answer", ANSWERS)
+def test_a_webhook_answer_is_read_as_http_client_reads_it(answer):
+    ours, theirs = Response(_Socket(answer), method="POST"), http.client.HTTPResponse(_Socket(answer), method="POST")
+    ours.begin()
+    theirs.begin()
+    for attr in ("status", "reason", "version", "chunked", "length", "will_close"):
+        assert getattr(ours, attr) == getattr(theirs, attr), attr
+    assert ours.getheader("content-length") == theirs.getheader("content-length")
+    assert ours.getheader("x-odd") == theirs.getheader("x-odd")
+    assert ours.read() == theirs.read()
+
+
+def test_an_unknown_protocol_is_refused():
+    with pytest.raises(http.client.UnknownProtocol):
+        Response(_Socket(b"HTTP/2.0 200 OK\r\n\r\n"), method="POST").begin()

@@ -16,6 +16,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.admission.attributes import Attributes, rule_matches
 from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.policy import PolicyAdmission, request_object
+from velashard.apiserver.headers import Response
 from velashard.apiserver.ids import new_uid
 from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
 from velashard.apiserver.storage.store import Store
@@ -305,6 +306,8 @@ class Admission:
 
 class _VerifyingHTTPSConnection(http.client.HTTPSConnection):
     """Connects to (host, port) but verifies the certificate against `server_name`, as for service references."""
+
+    response_class = Response  # headers read without the email package
 
     def __init__(self, host: str, port: int, server_name: str, context: ssl.SSLContext, timeout: float):
         super().__init__(host, port, timeout=timeout, context=context)

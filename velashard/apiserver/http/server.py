@@ -38,7 +38,7 @@ from velashard.apiserver.auth.authn import ANONYMOUS, service_account_user, spli
 from velashard.apiserver.controllers.controller_manager import Controllers
 from velashard.apiserver.http import openapi_builtin, protobuf, review_protobuf
 from velashard.apiserver.http.audit import AuditLog
-from velashard.apiserver.http.headers import read_headers
+from velashard.apiserver.headers import read_headers
 from velashard.apiserver.http.tables import to_table
 from velashard.apiserver.registry import scale
 from velashard.apiserver.registry.rest import Request, RestAPI, Result
@@ -240,6 +240,9 @@ class _HTTPServer(ThreadingHTTPServer):
         log.exception("connection from %s failed", client_address)
 
 
+_DATE: tuple[int, str] = (0, "")
+
+
 def _http_version(text: str) -> tuple[int, int] | None:
     """(major, minor) of an `HTTP/x.y` version, or None if it is not one."""
     if not text.startswith("HTTP/"):
@@ -261,6 +264,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # the audit log records requests instead
         return
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header, formatted once a second (email.utils.formatdate on every answer cost more than the
+        rest of its head)."""
+        global _DATE
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        second = int(time.time())
+        cached = _DATE  # one tuple, replaced whole: threads read it without a lock
+        if cached[0] != second:
+            cached = _DATE = (second, super().date_time_string(second))
+        return cached[1]
 
     def parse_request(self) -> bool:
         """http.server's reading of the request line and head, with the headers read by headers.read_headers."""

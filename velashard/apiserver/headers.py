@@ -1,7 +1,7 @@
-"""A request's head as the API server reads it: the request line's checks of http.server, and headers without
-the email package.
+"""Heads of HTTP messages as the API server reads them: a request's (the request line's checks of http.server)
+and an admission webhook's answer (http.client's response), with headers read without the email package.
 
-http.server hands every request's headers to email's feed parser (through http.client.parse_headers): some 90
+http.server and http.client hand every head to email's feed parser (through http.client.parse_headers): some 90
 microseconds for the ten headers a Kubernetes client sends, on each of the thousands of requests a second that
 the API server serves, for folding rules and MIME structure that HTTP/1.1 headers do not use. Here ordinary
 header lines are split at their colon; a head with anything unusual in it (a folded line, a line without a
@@ -81,3 +81,43 @@ def read_headers(rfile: BinaryIO) -> Any:
         # As email's compat32 policy keeps a value: leading blanks and the line end removed, the rest as sent.
         items.append((name.decode("iso-8859-1"), value.decode("iso-8859-1").lstrip(" \t").rstrip("\r\n")))
     return Headers(items)
+
+
+class Response(http.client.HTTPResponse):
+    """http.client's response to a request the API server makes (an admission webhook's answer), with its
+    headers read by read_headers: the status line, the framing and the keep-alive decision as http.client
+    decides them."""
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        version, status, reason = self._read_status()  # type: ignore[attr-defined]
+        while status == http.client.CONTINUE:  # interim answers: their headers are read and dropped
+            read_headers(self.fp)
+            version, status, reason = self._read_status()  # type: ignore[attr-defined]
+        self.code = self.status = status
+        self.reason = reason.strip()
+        if version in ("HTTP/1.0", "HTTP/0.9"):
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = read_headers(self.fp)
+        self.chunked = (self.headers.get("transfer-encoding") or "").lower() == "chunked"
+        self.chunk_left = None
+        self.will_close = self._check_close()  # type: ignore[attr-defined]
+        self.length = None
+        length = self.headers.get("content-length")
+        if length and not self.chunked:
+            try:
+                self.length = int(length)
+            except ValueError:
+                pass
+            if self.length is not None and self.length < 0:
+                self.length = None
+        if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200 or \
+                self._method == "HEAD":  # type: ignore[attr-defined]
+            self.length = 0
+        if not self.will_close and not self.chunked and self.length is None:
+            self.will_close = True  # the body ends when the connection does

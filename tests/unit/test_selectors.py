@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from velashard.apiserver.storage.selectors import (FieldRequirement, LabelSelector, Requirement, SelectorError,
-                                                   label_selector_from_dict, parse_field_selector, parse_label_selector)
+                                                   label_selector_from_dict, parse_field_selector, parse_label_selector,
+                                                   stored_label_selector)
 
 
 @pytest.mark.parametrize("text,labels,expected", [
@@ -228,3 +229,13 @@ def test_canonical_form_round_trips_and_matches_the_same(reqs, labels):
     assert again.matches(labels) == sel.matches(labels)
     # The selector means the conjunction of its parts.
     assert sel.matches(labels) == all(parse_label_selector(_render(*r)).matches(labels) for r in reqs)
+
+
+def test_a_stored_selector_is_parsed_once_and_by_identity():
+    stored = {"matchLabels": {"team": "a"}}
+    first = stored_label_selector(stored)
+    assert stored_label_selector(stored) is first
+    assert first.matches({"team": "a"}) and not first.matches({"team": "b"})
+    other = {"matchLabels": {"team": "b"}}  # another object: parsed on its own
+    assert stored_label_selector(other).matches({"team": "b"})
+    assert stored_label_selector(None).matches({}) and stored_label_selector({}).matches({"x": "y"})

@@ -20,7 +20,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.attributes import Attributes, rule_matches
 from velashard.apiserver.ids import new_uid
-from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict, stored_label_selector
 from velashard.apiserver.storage.store import Store
 from velashard.apiserver.storage.validation import Cause
 
@@ -340,7 +340,7 @@ def _labels(obj: dict[str, Any] | None) -> dict[str, str]:
 
 def resources_match(match: dict[str, Any], attrs: Attributes, namespace: dict[str, Any] | None) -> bool:
     """matchConstraints or a binding's matchResources against a request (selectors, rules, exclusions)."""
-    ns_selector = label_selector_from_dict(match.get("namespaceSelector"))
+    ns_selector = stored_label_selector(match.get("namespaceSelector"))
     if not ns_selector.empty:
         if attrs.rt.namespaced:
             if not ns_selector.matches(_labels(namespace)):
@@ -348,7 +348,7 @@ def resources_match(match: dict[str, Any], attrs: Attributes, namespace: dict[st
         elif attrs.rt.group == "" and attrs.rt.kind == "Namespace":
             if not ns_selector.matches(_labels(attrs.obj if attrs.obj is not None else attrs.old)):
                 return False
-    obj_selector = label_selector_from_dict(match.get("objectSelector"))
+    obj_selector = stored_label_selector(match.get("objectSelector"))
     if not obj_selector.empty:
         # As for webhooks: on UPDATE the old or the new object may match; a missing one never does.
         candidates = [o for o in (attrs.obj, attrs.old) if o is not None]

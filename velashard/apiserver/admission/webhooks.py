@@ -18,7 +18,7 @@ from velashard.apiserver.admission import cel
 from velashard.apiserver.admission.policy import PolicyAdmission, request_object
 from velashard.apiserver.headers import Response
 from velashard.apiserver.ids import new_uid
-from velashard.apiserver.storage.selectors import SelectorError, label_selector_from_dict
+from velashard.apiserver.storage.selectors import SelectorError, stored_label_selector
 from velashard.apiserver.storage.store import Store
 from velashard.patch import PatchError, apply_json_patch
 
@@ -93,8 +93,8 @@ class Admission:
         if not any(rule_matches(rule, attrs) for rule in hook.get("rules") or []):
             return False
         try:
-            obj_sel = label_selector_from_dict(hook.get("objectSelector"))
-            ns_sel = label_selector_from_dict(hook.get("namespaceSelector"))
+            obj_sel = stored_label_selector(hook.get("objectSelector"))
+            ns_sel = stored_label_selector(hook.get("namespaceSelector"))
         except SelectorError:
             return False
         if not obj_sel.empty:

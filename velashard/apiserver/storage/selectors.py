@@ -235,6 +235,23 @@ def parse_label_selector(text: str) -> LabelSelector:
 _EXPRESSION_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
 
 
+_STORED: dict[int, tuple[Any, LabelSelector]] = {}
+
+
+def stored_label_selector(sel: dict[str, Any] | None) -> LabelSelector:
+    """label_selector_from_dict of a selector in a stored object (a webhook's or a policy's, which the store never
+    changes in place), parsed once: admission reads them on every write. Remembered by identity, with the dict
+    itself kept so that its id cannot be reused while remembered."""
+    found = _STORED.get(id(sel))
+    if found is not None and found[0] is sel:
+        return found[1]
+    parsed = label_selector_from_dict(sel)
+    if len(_STORED) >= 4096:
+        _STORED.clear()
+    _STORED[id(sel)] = (sel, parsed)
+    return parsed
+
+
 def label_selector_from_dict(sel: dict[str, Any] | None) -> LabelSelector:
     """A metav1.LabelSelector (matchLabels, matchExpressions).
 

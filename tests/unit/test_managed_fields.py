@@ -132,6 +132,22 @@ def test_entries_out_of_a_write_s_reach_are_kept_as_stored_without_decoding(monk
         owned(status, "kubectl") - {("f:spec", "f:replicas")}  # the updater took replicas from the applier
 
 
+def test_a_manager_whose_fields_did_not_change_keeps_its_stored_fields_v1(monkeypatch):
+    live = applied_by(DEPLOYMENTS, None, deployment(), "kubectl")
+    first = dict(live, status={"replicas": 2})
+    first["metadata"] = dict(live["metadata"])
+    first["metadata"]["managedFields"] = record(DEPLOYMENTS, live, first, Write("kcm"), "status", NOW)
+    encoded = []
+    real = fieldset.to_fields_v1
+    monkeypatch.setattr(fieldset, "to_fields_v1", lambda fields: encoded.append(fields) or real(fields))
+    second = dict(first, status={"replicas": 3})  # the same field, a new value
+    entries = record(DEPLOYMENTS, first, second, Write("kcm"), "status", LATER)
+    mine = next(e for e in entries if e["manager"] == "kcm")
+    before = next(e for e in first["metadata"]["managedFields"] if e["manager"] == "kcm")
+    assert mine["fieldsV1"] is before["fieldsV1"] and not encoded
+    assert mine["time"] == LATER  # it wrote a field, so its time moves
+
+
 def test_has_fields_agrees_with_decoding():
     for raw in ({}, {".": {}}, {"f:a": {}}, {"f:a": 5}, {"f:a": {"f:b": "x"}}, {"f:a": {"f:b": {}}}, "x", None):
         assert fieldset.has_fields(raw) == bool(fieldset.from_fields_v1(raw)), raw

@@ -329,9 +329,10 @@ def record(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], wr
         if entry.identity() == me:
             found = True
             fields = frozenset(p for p in mine if present(p))
-            touched = fields != entry.fields or bool(changed or removed)
+            same = fields == entry.fields
+            touched = not same or bool(changed or removed)
             out.append(Entry(entry.manager, entry.operation, rt.api_version, entry.subresource,
-                             now if touched else entry.time, fields))
+                             now if touched else entry.time, fields, entry.raw if same else None))
             continue
         if scoped and not entry.in_scope(status_scope):
             out.append(entry)  # it owns nothing this write can change: kept as stored, never decoded

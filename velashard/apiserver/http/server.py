@@ -53,7 +53,9 @@ from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 log = logging.getLogger("velashard.apiserver.http.server")
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
-WATCH_BATCH_SECONDS = 0.005
+# How long a watch lets events pile up after sending some. A writer wakes an idle watch's thread, which then
+# takes the GIL from it; 20 ms rather than 5 spared the API server 3 and each shard 1 CPU second of 3,000 apps.
+WATCH_BATCH_SECONDS = 0.02
 ADMIN_USER = "admin"  # the user of the kubeconfigs written by default, in system:masters
 ADMIN_GROUPS = ["system:masters"]
 # Request bodies this server decodes (JSON, YAML and the patch types; not Kubernetes protobuf or CBOR).

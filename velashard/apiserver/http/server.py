@@ -36,9 +36,9 @@ from velashard.apiserver.admission.webhooks import Admission
 from velashard.apiserver.auth import access
 from velashard.apiserver.auth.authn import ANONYMOUS, service_account_user, split_service_account
 from velashard.apiserver.controllers.controller_manager import Controllers
+from velashard.apiserver.headers import read_headers
 from velashard.apiserver.http import openapi_builtin, protobuf, review_protobuf
 from velashard.apiserver.http.audit import AuditLog
-from velashard.apiserver.headers import read_headers
 from velashard.apiserver.http.tables import to_table
 from velashard.apiserver.registry import scale
 from velashard.apiserver.registry.rest import Request, RestAPI, Result

@@ -21,8 +21,8 @@ _NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")  # what email's parser takes for a
 
 
 class Headers:
-    """What the server reads of email.message.Message: case-insensitive `get`, `[]`, `in` and `get_all`,
-    the first of repeated headers for `get`, all of them in order for `get_all`."""
+    """What the server and http.client read of email.message.Message: case-insensitive `get`, `[]`, `in`,
+    `get_all` and `items`, the first of repeated headers for `get`, all of them in order for `get_all`."""
 
     __slots__ = ("_items", "_index")
 
@@ -49,15 +49,6 @@ class Headers:
 
     def items(self) -> list[tuple[str, str]]:
         return list(self._items)
-
-    def keys(self) -> list[str]:
-        return [name for name, _ in self._items]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __str__(self) -> str:
-        return "".join(f"{name}: {value}\n" for name, value in self._items) + "\n"
 
 
 def read_headers(rfile: BinaryIO) -> Any:

@@ -17,6 +17,8 @@ from velashard.apis.validation import _byte_len, is_dns1123_label, is_dns1123_su
 # Every write checks its labels, annotation keys and finalizers, and they are mostly the same few strings: their
 # checks (a handful of regular expressions each) are remembered, for strings no longer than a valid key can be.
 _CACHED_LENGTH = 253 + 1 + 63
+
+
 @functools.lru_cache(maxsize=16384)
 def _qualified_name_errors(value: str) -> tuple[str, ...]:
     return tuple(names.is_qualified_name(value))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 from velashard.apiserver.ids import new_uid
@@ -13,3 +14,15 @@ def test_uids_are_random_version_4_uuids_and_do_not_repeat():
     for text in uids[:300]:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_a_forked_child_does_not_repeat_its_parent_s_uids():
+    new_uid()  # the pool is filled
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, new_uid().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    assert child != new_uid()

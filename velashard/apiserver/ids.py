@@ -17,6 +17,14 @@ _pool = b""
 _at = 0
 
 
+def _forget_pool() -> None:
+    global _pool, _at
+    _pool, _at = b"", 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)  # a forked child must not hand out its parent's identifiers
+
+
 def new_uid() -> str:
     global _pool, _at
     with _lock:

@@ -17,11 +17,9 @@ from velashard.observability import WEBHOOK_LATENCY, metrics_text
 from velashard.sharding.placement import PlacementState, place
 from velashard.webhook.decisions import (MutationContext, ReviewError, ValidationContext, mutate, parse_review,
                                          validate, validate_definition)
-from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
+from velashard.webhook.paths import DEFINITIONS_PATH, MAX_REVIEW_BYTES, MUTATING_PATH, VALIDATING_PATH
 
 log = logging.getLogger("velashard.webhook")
-
-MAX_REVIEW_BYTES = 4 * 1024 * 1024
 
 
 def make_pick(strategy: str, available: Callable[[], list[str]], loads: Callable[[], Mapping[str, int]],
@@ -62,56 +60,62 @@ def create_app(mutation: MutationContext, validation: ValidationContext) -> Flas
     def not_allowed(_err: Any) -> Response:
         return _error(405, f"{request.method} is not allowed at {request.path}; webhooks take POST")
 
-    app.wsgi_app = AdmissionPaths(app.wsgi_app, {  # type: ignore[method-assign]
+    paths = AdmissionPaths(app.wsgi_app, {
         MUTATING_PATH: ("mutating", lambda req: mutate(req, mutation)),
         VALIDATING_PATH: ("validating", lambda req: validate(req, validation)),
         DEFINITIONS_PATH: ("definitions", validate_definition)})
+    app.wsgi_app = paths  # type: ignore[method-assign]
+    app.admission_paths = paths  # type: ignore[attr-defined]
     return app
 
 
 class AdmissionPaths:
     """WSGI in front of Flask for the admission paths, which every create and update of an app waits on: a body in,
     a decision out, without Flask's request context, URL map and response object (0.22 ms a call with them,
-    0.07 without). Everything else (metrics, health, unknown paths) is Flask's."""
+    0.07 without). Everything else (metrics, health, unknown paths) is Flask's. The webhook worker
+    (webhook/worker.py) calls `answer` directly for the plain requests of a kept-alive connection."""
 
     def __init__(self, rest: Callable[..., Iterable[bytes]],
                  routes: Mapping[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]]):
         self._rest = rest
         self._routes = routes
+        self.paths = frozenset(routes)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        route = self._routes.get(environ.get("PATH_INFO") or "")
-        if route is None:
+        path = environ.get("PATH_INFO") or ""
+        if path not in self._routes:
             return self._rest(environ, start_response)
-        method = environ.get("REQUEST_METHOD")
+        method = environ.get("REQUEST_METHOD") or ""
+        body = environ["wsgi.input"].read(MAX_REVIEW_BYTES + 1) if method == "POST" else b""
+        code, answer, headers = self.answer(path, method, body)
+        start_response(f"{code} {HTTPStatus(code).phrase}", headers)
+        return [answer]
+
+    def answer(self, path: str, method: str, body: bytes) -> tuple[int, bytes, list[tuple[str, str]]]:
+        """The status, body and headers that answer `method` at the admission path `path` with `body`."""
         if method != "POST":
-            return _answer(start_response, 405, _error_body(
-                405, f"{method} is not allowed at {environ.get('PATH_INFO')}; webhooks take POST"),
-                [("Allow", "POST")])
-        name, decide = route
+            return _answer(405, _error_body(405, f"{method} is not allowed at {path}; webhooks take POST"),
+                           [("Allow", "POST")])
+        if len(body) > MAX_REVIEW_BYTES:
+            return _answer(413, _error_body(413, f"the AdmissionReview is larger than {MAX_REVIEW_BYTES} bytes"))
+        name, decide = self._routes[path]
         started = time.perf_counter()
         try:
-            body = environ["wsgi.input"].read(MAX_REVIEW_BYTES + 1)
-            if len(body) > MAX_REVIEW_BYTES:
-                return _answer(start_response, 413, _error_body(
-                    413, f"the AdmissionReview is larger than {MAX_REVIEW_BYTES} bytes"))
             answer = _dumps(decide(parse_review(body))).encode()
         except ReviewError as err:
-            return _answer(start_response, 400, _error_body(400, f"malformed AdmissionReview: {err}"))
+            return _answer(400, _error_body(400, f"malformed AdmissionReview: {err}"))
         except Exception:  # a bug must not become a 5xx: answer 400 (a failed call under the policy) and log it
             log.exception("webhook decision failed", extra={"fields": {"webhook": name}})
-            return _answer(start_response, 400, _error_body(
+            return _answer(400, _error_body(
                 400, "the webhook could not decide on this request; see the controller's log"))
         finally:
             WEBHOOK_LATENCY.labels(webhook=name).observe(time.perf_counter() - started)
-        return _answer(start_response, 200, answer)
+        return _answer(200, answer)
 
 
-def _answer(start_response: Callable[..., Any], code: int, body: bytes,
-            headers: list[tuple[str, str]] | None = None) -> list[bytes]:
-    start_response(f"{code} {HTTPStatus(code).phrase}", [("Content-Type", "application/json"),
-                                                ("Content-Length", str(len(body))), *(headers or [])])
-    return [body]
+def _answer(code: int, body: bytes,
+            headers: list[tuple[str, str]] | None = None) -> tuple[int, bytes, list[tuple[str, str]]]:
+    return code, body, [("Content-Type", "application/json"), ("Content-Length", str(len(body))), *(headers or [])]
 
 
 def _dumps(obj: Any) -> str:

@@ -1,5 +1,6 @@
 """The webhook server's gunicorn worker: gthread, except that a kept-alive connection stays with its thread
-while it is busy, and a response goes out in one write.
+while it is busy, its plain admission calls are answered without gunicorn's parser, and a response goes out in
+one write.
 
 gunicorn's gthread worker hands every request of a kept-alive connection from its main thread to a pool thread
 and back (the poller, the pool, a done-callback through a pipe, the poller again): three thread wake-ups per
@@ -7,17 +8,22 @@ request, each waiting for the GIL behind whatever else runs. The API server call
 connections that it keeps alive and reuses back to back, so here a thread that served a request waits a moment
 on its connection for the next one and serves it at once: one wake-up per request. It gives the connection back
 to the poller (which keeps it alive for `keepalive` seconds) once it stays idle for LINGER seconds, or as soon as
-another connection waits for a thread, so that no connection starves.
+another connection waits for a thread, so that no connection starves. The next request such a thread reads is
+answered directly by the app's admission paths when its head is plain (webhook/plain_http.py), and by gunicorn
+otherwise; a connection's first request, and any that comes through the poller, is always gunicorn's.
 """
 
 from __future__ import annotations
 
-import selectors
+import select
 import threading
 import time
 from typing import Any
 
 from gunicorn.workers.gthread import ThreadWorker
+
+from velashard.webhook.paths import MAX_REVIEW_BYTES
+from velashard.webhook.plain_http import MAX_HEAD, answer_head, plain_admission
 
 LINGER = 1.0  # seconds a thread waits on its idle connection before handing it back to the poller
 _SLICE = 0.05  # seconds between looks at whether another connection waits for a thread
@@ -31,12 +37,13 @@ def _readable_within(conn: Any, seconds: float) -> bool:
     pending = getattr(sock, "pending", None)
     if pending is not None and pending():  # TLS records already decrypted into the SSL object
         return True
-    with selectors.DefaultSelector() as selector:
-        try:
-            selector.register(sock, selectors.EVENT_READ)
-        except (OSError, ValueError):
-            return False
-        return bool(selector.select(seconds))
+    # poll: one system call per wait, where an epoll selector makes three more (create, register, close).
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN)
+    except (OSError, ValueError):
+        return False
+    return bool(poller.poll(seconds * 1000))
 
 
 class _OneWrite:
@@ -107,6 +114,47 @@ class StickyThreadWorker(ThreadWorker):
             if remaining <= 0:
                 break  # idle: the poller keeps it alive without holding a thread
             if _readable_within(conn, min(_SLICE, remaining)):
-                keepalive = super().handle(conn)
+                keepalive = self._answer_plain(conn)
+                if keepalive is None:
+                    keepalive = super().handle(conn)
                 idle_until = time.monotonic() + LINGER
         return keepalive
+
+    def _answer_plain(self, conn: Any) -> bool | None:
+        """Answer the connection's next request if it is a plain admission call: whether to keep the connection,
+        or None, with what was read given back to the connection, for gunicorn to read the request."""
+        paths = getattr(self.wsgi, "admission_paths", None)
+        # gunicorn closes the connection after this request in these cases, and restarts the worker in the last.
+        if paths is None or conn.is_http2 or not self.cfg.keepalive or \
+                len(self.keepalived_conns) >= self.max_keepalived or self.nr + 1 >= self.max_requests:
+            return None
+        unreader = conn.parser.unreader
+        try:
+            data = b""
+            end = -1
+            while end < 0 and len(data) <= MAX_HEAD:
+                chunk = unreader.read()
+                if not chunk:
+                    break  # the client closed the connection: gunicorn notices it as usual
+                data += chunk
+                end = data.find(b"\r\n\r\n")
+            call = plain_admission(data[:end], paths.paths, MAX_REVIEW_BYTES) if 0 <= end <= MAX_HEAD else None
+            if call is None:
+                unreader.unread(data)
+                return None
+            path, length = call
+            body_end = end + 4 + length
+            while len(data) < body_end:
+                chunk = unreader.read()
+                if not chunk:
+                    return False  # the client went away within the body
+                data += chunk
+            if len(data) > body_end:  # the next request, pipelined
+                unreader.unread(data[body_end:])
+            self.nr += 1
+            code, body, headers = paths.answer(path, "POST", data[end + 4:body_end])
+            conn.sock.sendall(answer_head(code, headers) + body)
+            return True
+        except OSError as err:  # ssl.SSLError and timeouts among them: the connection is done for
+            self.log.debug("Closing connection after an error on it: %s", err)
+            return False

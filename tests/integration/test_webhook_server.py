@@ -1,8 +1,10 @@
 """The master's webhook server process (gunicorn with the sticky thread worker): kept-alive connections are
-served back to back, and one busy connection does not keep another waiting for the only thread."""
+served back to back, one busy connection does not keep another waiting for the only thread, and a namespace's
+pin is followed as it changes."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
@@ -16,24 +18,32 @@ from typing import Iterator
 
 import pytest
 
+from velashard.apis.labels import SCHEDULED_SHARD_ID, SHARD_ID
+from velashard.kube.client import KubeClient
+from velashard.kube.resources import NAMESPACES
 from velashard.sharding.proof import Signer
 from velashard.webhook.certificates import make_ca, make_serving_cert
 from velashard.webhook.paths import MUTATING_PATH
 
 
-def review(name: str) -> bytes:
+def review(name: str, namespace: str = "default") -> bytes:
     return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": "default",
+        "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": namespace,
         "kind": {"group": "core.oam.dev", "version": "v1beta1", "kind": "Application"},
         "userInfo": {"username": "someone"},
         "object": {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
-                   "metadata": {"name": name, "namespace": "default"}, "spec": {"components": []}}}}).encode()
+                   "metadata": {"name": name, "namespace": namespace}, "spec": {"components": []}}}}).encode()
 
 
 @pytest.fixture
-def webhook(make_apiserver, tmp_path: Path) -> Iterator[tuple[int, ssl.SSLContext]]:
+def apiserver(make_apiserver):
+    return make_apiserver()
+
+
+@pytest.fixture
+def webhook(apiserver, tmp_path: Path) -> Iterator[tuple[int, ssl.SSLContext]]:
     kubeconfig = str(tmp_path / "webhook.kubeconfig")
-    make_apiserver().write_kubeconfig(kubeconfig)
+    apiserver.write_kubeconfig(kubeconfig)
     ca = make_ca()
     serving = make_serving_cert(ca, ["127.0.0.1"])
     (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
@@ -46,7 +56,7 @@ def webhook(make_apiserver, tmp_path: Path) -> Iterator[tuple[int, ssl.SSLContex
                              "--bind", f"127.0.0.1:{port}", "--certfile", str(tmp_path / "tls.crt"),
                              "--keyfile", str(tmp_path / "tls.key"), "--signing-key-file",
                              str(tmp_path / "signing.key"), "--namespace", "vela-system",
-                             "--schedulable-shards", "shard-0", "--threads", "1"],
+                             "--schedulable-shards", "shard-0,shard-1", "--threads", "1"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     context = ssl.create_default_context(cadata=ca.cert_pem.decode())
     try:
@@ -67,8 +77,8 @@ def webhook(make_apiserver, tmp_path: Path) -> Iterator[tuple[int, ssl.SSLContex
         proc.wait(15)
 
 
-def post(conn: http.client.HTTPSConnection, name: str) -> dict:
-    conn.request("POST", MUTATING_PATH, review(name), {"Content-Type": "application/json"})
+def post(conn: http.client.HTTPSConnection, name: str, namespace: str = "default") -> dict:
+    conn.request("POST", MUTATING_PATH, review(name, namespace), {"Content-Type": "application/json"})
     resp = conn.getresponse()
     assert resp.status == 200 and not resp.will_close
     return json.loads(resp.read())["response"]
@@ -101,3 +111,36 @@ def test_a_response_comes_in_one_tls_record(webhook):
                       if line.lower().startswith(b"content-length:"))
         assert head.startswith(b"HTTP/1.1 200") and len(rest) == length
         assert json.loads(rest)["response"]["allowed"]
+
+
+def assigned_shard(response: dict) -> str | None:
+    ops = json.loads(base64.b64decode(response["patch"]))
+    labels = [op["value"] for op in ops if op["path"] == f"/metadata/labels/{SCHEDULED_SHARD_ID.replace('/', '~1')}"]
+    labels += [op["value"].get(SCHEDULED_SHARD_ID) for op in ops if op["path"] == "/metadata/labels"]
+    return next((label for label in labels if label), None)
+
+
+def test_a_namespace_pin_is_followed_as_it_changes(webhook, apiserver, tmp_path):
+    """Pins come from an informer of pinned namespaces: a pin set while the webhook runs holds for the next
+    apps within moments (a cached read of the namespace would hold the old answer for its whole lifetime)."""
+    port, context = webhook
+    kube = KubeClient.from_kubeconfig(str(tmp_path / "webhook.kubeconfig"), shard_id="test")
+    kube.create(NAMESPACES, {"metadata": {"name": "tenant"}})
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+    assert {assigned_shard(post(conn, f"before-{i}", "tenant")) for i in range(4)} == {"shard-0", "shard-1"}
+    namespace = kube.get(NAMESPACES, "tenant")
+    namespace["metadata"]["labels"] = {SHARD_ID: "shard-1"}
+    kube.update(NAMESPACES, namespace)
+    deadline = time.monotonic() + 5
+    while assigned_shard(post(conn, f"after-{time.monotonic()}", "tenant")) != "shard-1":
+        assert time.monotonic() < deadline, "the pin did not hold within 5 s"
+        time.sleep(0.1)
+    assert {assigned_shard(post(conn, f"pinned-{i}", "tenant")) for i in range(4)} == {"shard-1"}
+    namespace = kube.get(NAMESPACES, "tenant")
+    namespace["metadata"]["labels"] = {}
+    kube.update(NAMESPACES, namespace)  # unpinned: the namespace leaves the informer's cache
+    deadline = time.monotonic() + 5
+    while {assigned_shard(post(conn, f"unpinned-{time.monotonic()}-{i}", "tenant")) for i in range(2)} != {
+            "shard-0", "shard-1"}:
+        assert time.monotonic() < deadline, "the pin outlived its label by 5 s"
+        time.sleep(0.1)

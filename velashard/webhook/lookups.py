@@ -1,4 +1,4 @@
-"""Cluster reads the webhooks need, cached briefly so that admission stays fast."""
+"""Cluster reads the webhooks need: cached briefly, or followed by an informer, so that admission stays fast."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from typing import Any
 
 from cachetools import TTLCache
 
+from velashard.apis import labels
 from velashard.apis.oam import COMPONENT_DEFINITIONS, POLICY_DEFINITIONS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
 from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.manager import Manager
 from velashard.kube.resources import LEASES, NAMESPACES
 from velashard.sharding.loads import LEASE_LABEL, parse_loads
+from velashard.sharding.strategies import pinned_shard
 
 
 class ClusterLookups:
@@ -58,3 +61,21 @@ class ClusterLookups:
         except RenderError as err:
             return str(err)
         return None
+
+
+class NamespacePins:
+    """The shard a namespace pins its apps to (its controller.core.oam.dev/shard-id label), from an informer of
+    the pinned namespaces alone: the mutating webhook asks on every call, and a read of the namespace, cached for
+    seconds, put an API request into one call per namespace every few seconds and applied a new pin only when the
+    cached read expired. Until the informer has synced, the namespace is read (through `lookups`)."""
+
+    def __init__(self, manager: Manager, lookups: ClusterLookups):
+        self._informer = manager.informer(NAMESPACES, label_selector=labels.SHARD_ID)
+        self._lookups = lookups
+
+    def shard_for(self, namespace: str) -> str | None:
+        if not namespace:
+            return None
+        if not self._informer.has_synced():
+            return pinned_shard(self._lookups.namespace(namespace))
+        return pinned_shard(self._informer.store.get_by(None, namespace))

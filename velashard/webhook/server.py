@@ -19,7 +19,7 @@ from gunicorn.app.base import BaseApplication
 from velashard.core.authors import AuthConfig
 from velashard.observability import setup_logging
 from velashard.sharding.proof import Signer
-from velashard.sharding.strategies import STRATEGIES, pinned_shard
+from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
 
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         from velashard.sharding.discovery import ShardDiscovery
         from velashard.webhook.app import create_app, make_pick
         from velashard.webhook.decisions import MutationContext, ValidationContext
-        from velashard.webhook.lookups import ClusterLookups
+        from velashard.webhook.lookups import ClusterLookups, NamespacePins
 
         client = KubeClient.from_kubeconfig(args.kubeconfig, shard_id="master", component="velashard-webhook")
         lookups = ClusterLookups(client, args.namespace)
@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             manager = Manager(client, "master")
             static = [s for s in args.schedulable_shards.split(",") if s] or None
             discovery = ShardDiscovery(manager, args.namespace, static)
+            pins = NamespacePins(manager, lookups)
             manager.start_controllers()
-            pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads,
-                             lambda namespace: pinned_shard(lookups.namespace(namespace)))
+            pick = make_pick(args.shard_scheduler, discovery.available, lookups.loads, pins.shard_for)
         mutation = MutationContext(pick=pick, signer=signer, auto_schedule=not args.disable_auto_schedule,
                                    auth=auth, controllers=tuple(u for u in args.controller_users.split(",") if u))
         validation = ValidationContext(check_components=lookups.check_components if args.validate_components

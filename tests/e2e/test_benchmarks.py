@@ -72,3 +72,13 @@ def test_api_cost_counts_new_apps_steady_state_and_health_latency():
     assert sum(s["apps"] for s in result["shard_memory"].values()) == 6
     for change in ("unhealthy", "healthy_again"):  # both directions were seen for every probe
         assert result["health_latency"][change]["seen"] == 2, result["health_latency"]
+
+
+def test_webhook_latency_times_both_namespaces_and_the_workers_cpu():
+    result = bench("webhook", "--creates", "60", "--rate", "100")
+    assert result["webhook_scheduled_apps"] and result["apps_without_webhook_unscheduled"]
+    assert 0 < result["without_webhook_ms_p50"] <= result["without_webhook_ms_p99"]
+    assert 0 < result["with_webhook_ms_p50"] <= result["with_webhook_ms_p99"]
+    assert result["added_ms_p99"] == pytest.approx(result["with_webhook_ms_p99"] - result["without_webhook_ms_p99"],
+                                                   abs=0.011)
+    assert result["webhook_worker_cpu_ms_per_call"] > 0  # the worker answered the measured calls

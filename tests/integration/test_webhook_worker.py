@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import uuid
 from typing import BinaryIO, Iterator
 
@@ -162,3 +163,18 @@ def test_the_last_request_before_a_restart_is_gunicorns(served):
     worker.max_requests = 1  # gunicorn closes the connection and restarts the worker after it
     client.sendall(post(review("last")))
     assert worker._answer_plain(conn) is None
+
+
+def test_a_large_review_arriving_in_pieces_is_read_whole(served):
+    worker, conn, client = served
+    big = review("big").replace(b'"components": []', b'"components": [' + b", ".join(
+        b'{"name": "c%d", "type": "worker", "properties": {"image": "x"}}' % i for i in range(20000)) + b"]")
+    assert len(big) > 1_000_000
+    request = post(big)
+    sender = threading.Thread(target=lambda: [client.sendall(request[i:i + 65536])
+                                              for i in range(0, len(request), 65536)])
+    sender.start()
+    assert worker._answer_plain(conn) is True
+    sender.join()
+    lines, body = read_response(client)
+    assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["response"]["allowed"]

@@ -65,9 +65,9 @@ class ClusterLookups:
 
 class NamespacePins:
     """The shard a namespace pins its apps to (its controller.core.oam.dev/shard-id label), from an informer of
-    the pinned namespaces alone: the mutating webhook asks on every call, and a read of the namespace, cached for
-    seconds, put an API request into one call per namespace every few seconds and applied a new pin only when the
-    cached read expired. Until the informer has synced, the namespace is read (through `lookups`)."""
+    the pinned namespaces alone: the mutating webhook asks on every call, so no call waits for a read of its
+    namespace, and a pin set or removed holds from the next call on. Until the informer has synced, the
+    namespace is read (through `lookups`)."""
 
     def __init__(self, manager: Manager, lookups: ClusterLookups):
         self._informer = manager.informer(NAMESPACES, label_selector=labels.SHARD_ID)

@@ -143,17 +143,17 @@ class StickyThreadWorker(ThreadWorker):
                 unreader.unread(data)
                 return None
             path, length = call
-            body_end = end + 4 + length
-            while len(data) < body_end:
-                chunk = unreader.read()
-                if not chunk:
+            body = data[end + 4:end + 4 + length]
+            if len(data) > end + 4 + length:  # the next request, pipelined
+                unreader.unread(data[end + 4 + length:])
+            elif len(body) < length:
+                rest = unreader.read(length - len(body))  # in one piece, whatever the size
+                if len(rest) < length - len(body):
                     return False  # the client went away within the body
-                data += chunk
-            if len(data) > body_end:  # the next request, pipelined
-                unreader.unread(data[body_end:])
+                body += rest
             self.nr += 1
-            code, body, headers = paths.answer(path, "POST", data[end + 4:body_end])
-            conn.sock.sendall(answer_head(code, headers) + body)
+            code, answer, headers = paths.answer(path, "POST", body)
+            conn.sock.sendall(answer_head(code, headers) + answer)
             return True
         except OSError as err:  # ssl.SSLError and timeouts among them: the connection is done for
             self.log.debug("Closing connection after an error on it: %s", err)

@@ -178,3 +178,14 @@ def test_a_large_review_arriving_in_pieces_is_read_whole(served):
     sender.join()
     lines, body = read_response(client)
     assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["response"]["allowed"]
+
+
+def test_a_head_with_bare_line_feeds_is_given_back_at_once(served):
+    """Such a head never holds the blank line the quick path looks for: it must not wait for one."""
+    worker, conn, client = served
+    conn.sock.settimeout(2)  # waiting would end in a timeout, and the connection with it
+    body = review("lf")
+    request = (f"POST {MUTATING_PATH} HTTP/1.1\nHost: h\nContent-Length: {len(body)}\n\n").encode() + body
+    client.sendall(request)
+    assert worker._answer_plain(conn) is None
+    assert conn.parser.unreader.read(len(request)) == request

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from velashard.webhook.paths import MUTATING_PATH, VALIDATING_PATH
-from velashard.webhook.plain_http import MAX_HEAD, answer_head, plain_admission
+from velashard.webhook.plain_http import MAX_HEAD, answer_head, has_bare_line_feed, plain_admission
 
 PATHS = frozenset({MUTATING_PATH, VALIDATING_PATH})
 PLAIN = [f"POST {MUTATING_PATH} HTTP/1.1", "Host: 10.0.0.1:9443", "User-Agent: kube-apiserver-admission",
@@ -82,3 +82,10 @@ def test_the_answer_head_is_gunicorns_for_a_kept_alive_connection():
 def test_max_head_is_no_larger_than_gunicorns_line_limit():
     from gunicorn.config import Config
     assert MAX_HEAD <= Config().limit_request_field_size
+
+
+def test_a_line_ended_by_lf_alone_is_found():
+    assert has_bare_line_feed(b"POST / HTTP/1.1\nHost: h")
+    assert has_bare_line_feed(b"POST / HTTP/1.1\r\nHost: h\n")
+    assert not has_bare_line_feed(b"POST / HTTP/1.1\r\nHost: h\r\n")
+    assert not has_bare_line_feed(b"POST / HTTP/1.1\r\nHost: h\r")  # the rest of its CRLF may follow

@@ -6,7 +6,8 @@ WSGI environ, and answers through its response object: some 0.2 ms of the webhoo
 times what deciding it costs. A head that is plain (below) is answered here instead; any other head is left to
 gunicorn, which reads it as it always does: another method or version, a path that is not an admission path, a
 percent-escape in the path, a chunked body, Expect, Connection or Upgrade, a header repeated, folded, malformed
-or with an underscore in its name (gunicorn's header_map may drop those), no Host, an oversized head or body.
+or with an underscore in its name (gunicorn's header_map may drop those), no Host, a line ended by LF alone, an
+oversized head or body.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def plain_admission(head: bytes, paths: frozenset[str], max_body: int) -> tuple[
     if length is None or length > max_body or b"host" not in seen:
         return None
     return path, length
+
+
+def has_bare_line_feed(data: bytes) -> bool:
+    """Whether a line of `data` ends in LF without CR: such a head is gunicorn's to read (or refuse), and its end
+    is not the CRLF blank line that a plain head ends with."""
+    return b"\n" in data.replace(b"\r\n", b"")
 
 
 def answer_head(code: int, headers: list[tuple[str, str]]) -> bytes:

@@ -23,7 +23,7 @@ from typing import Any
 from gunicorn.workers.gthread import ThreadWorker
 
 from velashard.webhook.paths import MAX_REVIEW_BYTES
-from velashard.webhook.plain_http import MAX_HEAD, answer_head, plain_admission
+from velashard.webhook.plain_http import MAX_HEAD, answer_head, has_bare_line_feed, plain_admission
 
 LINGER = 1.0  # seconds a thread waits on its idle connection before handing it back to the poller
 _SLICE = 0.05  # seconds between looks at whether another connection waits for a thread
@@ -138,6 +138,8 @@ class StickyThreadWorker(ThreadWorker):
                     break  # the client closed the connection: gunicorn notices it as usual
                 data += chunk
                 end = data.find(b"\r\n\r\n")
+                if end < 0 and has_bare_line_feed(data):
+                    break  # lines ended by LF alone: the blank line looked for may never come
             call = plain_admission(data[:end], paths.paths, MAX_REVIEW_BYTES) if 0 <= end <= MAX_HEAD else None
             if call is None:
                 unreader.unread(data)

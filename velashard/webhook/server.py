@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         return app
 
     # One thread per busy connection (webhook/worker.py); idle connections are kept 75 s, longer than the API
-    # server keeps an idle one (30 s), so that it never sends a request on one this side just closed.
+    # server keeps an idle one (30 s), so that it never sends a request on one this side just closed. No access
+    # log and no request hooks: the worker answers most admission calls without gunicorn's request machinery.
     GunicornServer(factory, {"bind": args.bind, "workers": 1, "threads": args.threads, "keepalive": 75,
                              "worker_class": "velashard.webhook.worker.StickyThreadWorker",
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,

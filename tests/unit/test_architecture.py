@@ -269,7 +269,7 @@ def test_the_generated_protobuf_table_says_so_on_its_first_line():
 
 
 # The package map of docs/architecture.md: what each production package may import of velashard besides itself
-# (the top-level modules observability.py and durations.py are below everything; cli/ may import all).
+# (the top-level modules observability.py, durations.py and httpdate.py are below everything; cli/ may import all).
 PACKAGE_IMPORTS = {
     "apis": {"kube.resources"},
     "kube": {"apis.labels", "observability", "version"},
@@ -278,7 +278,7 @@ PACKAGE_IMPORTS = {
     "workflow": {"cue", "kube", "apis", "patch", "observability", "durations"},
     "sharding": {"apis", "kube", "observability"},
     "core": {"apis", "kube", "cue", "patch", "sharding", "workflow", "observability", "durations"},
-    "webhook": {"apis", "kube", "core", "sharding", "workflow", "observability"},
+    "webhook": {"apis", "kube", "core", "sharding", "workflow", "observability", "httpdate"},
 }
 
 

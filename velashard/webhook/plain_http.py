@@ -13,17 +13,15 @@ oversized head or body.
 from __future__ import annotations
 
 import re
-import time
-from email.utils import formatdate
 from http import HTTPStatus
+
+from velashard.httpdate import http_date
 
 MAX_HEAD = 8190  # bytes: gunicorn's limit for one header line, here for the whole head
 _TARGET = re.compile(rb"/[\x21-\x24\x26-\x7e]*")  # an origin-form target without percent-escapes
 _TOKEN = re.compile(rb"[!#$%&'*+.^`|~0-9A-Za-z-]+")  # a header name, without "_"
 _VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
 _LEFT_TO_GUNICORN = frozenset((b"transfer-encoding", b"expect", b"connection", b"upgrade"))
-
-_date: tuple[int, str] = (0, "")
 
 
 def plain_admission(head: bytes, paths: frozenset[str], max_body: int) -> tuple[str, int] | None:
@@ -64,15 +62,7 @@ def has_bare_line_feed(data: bytes) -> bool:
 
 def answer_head(code: int, headers: list[tuple[str, str]]) -> bytes:
     """The head gunicorn would write for this answer on a connection it keeps alive."""
-    lines = [f"HTTP/1.1 {code} {HTTPStatus(code).phrase}", "Server: gunicorn", f"Date: {_http_date()}",
+    lines = [f"HTTP/1.1 {code} {HTTPStatus(code).phrase}", "Server: gunicorn", f"Date: {http_date()}",
              "Connection: keep-alive", *(f"{name}: {value}" for name, value in headers)]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-
-def _http_date() -> str:
-    """The Date header, formatted once a second."""
-    global _date
-    now = int(time.time())
-    if _date[0] != now:
-        _date = (now, formatdate(now, usegmt=True))
-    return _date[1]

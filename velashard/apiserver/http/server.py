@@ -47,6 +47,7 @@ from velashard.apiserver.simulation.workloads import WorkloadSimulator
 from velashard.apiserver.storage import conversion, managed_fields
 from velashard.apiserver.storage.resources import SCALABLE, Registry, ResourceType
 from velashard.apiserver.storage.store import Store, dumps
+from velashard.httpdate import http_date
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
@@ -242,9 +243,6 @@ class _HTTPServer(ThreadingHTTPServer):
         log.exception("connection from %s failed", client_address)
 
 
-_DATE: tuple[int, str] = (0, "")
-
-
 def _http_version(text: str) -> tuple[int, int] | None:
     """(major, minor) of an `HTTP/x.y` version, or None if it is not one."""
     if not text.startswith("HTTP/"):
@@ -268,16 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def date_time_string(self, timestamp: float | None = None) -> str:
-        """The Date header, formatted once a second (email.utils.formatdate on every answer cost more than the
-        rest of its head)."""
-        global _DATE
-        if timestamp is not None:
-            return super().date_time_string(timestamp)
-        second = int(time.time())
-        cached = _DATE  # one tuple, replaced whole: threads read it without a lock
-        if cached[0] != second:
-            cached = _DATE = (second, super().date_time_string(second))
-        return cached[1]
+        return super().date_time_string(timestamp) if timestamp is not None else http_date()
 
     def parse_request(self) -> bool:
         """http.server's reading of the request line and head, with the headers read by headers.read_headers."""

@@ -136,3 +136,32 @@ def test_without_the_masters_key_apps_wait_rather_than_being_handed_back(cluster
     eventually(lambda: running(kube, "waits"), timeout=30)
     eventually(lambda: labels.SCHEDULED_SHARD_ID not in kube.get(APPLICATIONS, "forged-waits", NS)["metadata"]
                .get("labels", {}), timeout=20)
+
+
+def test_an_event_that_cannot_be_recorded_yet_holds_the_hand_back_until_it_is(cluster, monkeypatch):
+    """The Event is the only trace a user sees of a forged assignment, and once handed back the app leaves the
+    shard's cache: the shard records it first, and a failure that may pass (here two 500s) fails the reconcile
+    with the app still its own, so nothing is handed back without its Event."""
+    from velashard.apiserver import errors as api_errors
+
+    server, kube, _, _, _ = cluster
+    real_create = server.api.create
+    failures = [2]
+
+    def create(rt, namespace, body, req):
+        if rt.plural == "events" and namespace == NS and failures[0] > 0:
+            failures[0] -= 1
+            raise api_errors.internal("injected: the event store is unavailable")
+        return real_create(rt, namespace, body, req)
+
+    monkeypatch.setattr(server.api, "create", create)  # failure injection
+    since = server.audit.since(0)["lastSeq"]
+    create_app(kube, "late-event", SHARD, None)
+    eventually(lambda: labels.SCHEDULED_SHARD_ID not in (kube.get(APPLICATIONS, "late-event", NS)["metadata"]
+                                                         .get("labels") or {}), timeout=30)
+    events = [e for e in kube.list(EVENTS, NS)["items"] if e["involvedObject"]["name"] == "late-event"]
+    assert [e["reason"] for e in events] == ["UnprovenShardAssignment"]
+    sent = [(r["verb"], r["resource"], r["code"]) for r in shard_requests(server, since)
+            if r["verb"] in ("create", "patch")]
+    assert sent == [("create", "events", 500), ("create", "events", 500), ("create", "events", 201),
+                    ("patch", "applications", 200)], sent

@@ -151,7 +151,8 @@ class ApplicationController:
                 check.on_first_key(self._enqueue_all)  # the apps that waited for the key
             reconcile = ShardReconciler(reconcile, self.client, APPLICATIONS, self.apps.store.get,
                                         on_release=self._release, check=check,
-                                        event=lambda app, *event: record_event(self.client, app, *event))
+                                        event=lambda app, *event: record_event(self.client, app, *event,
+                                                                               must_record=True))
         self._inner = reconcile
         self.controller.watch(self.apps, predicate=lambda old, new: app_changed(old, new) and
                               not self.finalizer_writes.is_echo(new))

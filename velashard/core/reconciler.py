@@ -330,7 +330,9 @@ class ApplicationReconciler:
         if authorized["status"] == "False" and not any(
                 c.get("type") == "Authorized" and c.get("status") == "False" and c.get("message") == authorized["message"]
                 for c in stored.get("conditions") or []):
-            record_event(self.client, ctx.app, "Warning", authorized["reason"], authorized["message"])
+            # Recorded once, when the refusal first shows in the status: a failure that may pass fails this pass.
+            record_event(self.client, ctx.app, "Warning", authorized["reason"], authorized["message"],
+                         must_record=True)
         if status == stored:
             return True
         try:

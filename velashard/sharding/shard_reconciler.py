@@ -47,7 +47,8 @@ def wants_drain(obj: dict[str, Any] | None) -> bool:
         labels.DRAIN in (obj["metadata"].get("labels") or {})
 
 
-Event = Callable[[dict[str, Any], str, str, str], None]  # (object, type, reason, message)
+# (object, type, reason, message): records an Event, raising a failure that may pass (see core/events.py)
+Event = Callable[[dict[str, Any], str, str, str], None]
 
 
 class ShardReconciler:
@@ -102,18 +103,22 @@ class ShardReconciler:
     def hand_back(self, obj: dict[str, Any], reason: str) -> None:
         """The assignment was not made by the scheduler (a tenant wrote the label while the webhook was down, or
         the proof was altered): unschedule it unrun, so that the master places it (with its dependents, if
-        any) through the normal path. A conflict means it changed meanwhile: its new version comes back."""
+        any) through the normal path. A conflict means it changed meanwhile: its new version comes back.
+
+        The Event, the only trace of the forged assignment a user sees, is recorded first: once unscheduled,
+        the app leaves this shard's cache and nothing here would try it again. An Event that cannot be recorded
+        yet (fenced, no answer) fails this reconcile with the app still ours, so it is tried again."""
         meta = obj["metadata"]
         key = f'{meta.get("namespace", "")}/{meta["name"]}'
         shard = meta["labels"][labels.SCHEDULED_SHARD_ID]
+        self.event(obj, "Warning", "UnprovenShardAssignment",
+                   f"the assignment to shard {shard} has {'no' if reason == MISSING else 'an invalid'} proof "
+                   f"(annotation {labels.ASSIGNMENT_PROOF}): only the scheduler assigns shards; handed back to it")
         if not self._unschedule(obj):
             return
         ASSIGNMENTS_REJECTED.labels(reason=reason).inc()
         log.warning("shard assignment without a valid proof; handed back to the scheduler", extra=fields(
             key=key, assigned=shard, proof=reason))
-        self.event(obj, "Warning", "UnprovenShardAssignment",
-                   f"the assignment to shard {shard} has {'no' if reason == MISSING else 'an invalid'} proof "
-                   f"(annotation {labels.ASSIGNMENT_PROOF}): only the scheduler assigns shards; handed back to it")
 
     def _unschedule(self, obj: dict[str, Any]) -> bool:
         """Remove our shard id, a drain request and the proof (guarded by the resourceVersion); False if gone."""

@@ -189,6 +189,7 @@ class Owners(threading.Thread):
         items, self.rv = kube.list_all(APPLICATIONS, "apps")
         self.kube = kube
         self.owners = {a["metadata"]["name"]: [shard_of(a)] for a in items}
+        self.seen = {a["metadata"]["name"]: int(a["metadata"]["resourceVersion"]) for a in items}
         self.stream = None
 
     def run(self) -> None:
@@ -200,8 +201,14 @@ class Owners(threading.Thread):
                     seq = self.owners.setdefault(obj["metadata"]["name"], [])
                     if not seq or seq[-1] != shard_of(obj):
                         seq.append(shard_of(obj))
+                    self.seen[obj["metadata"]["name"]] = int(obj["metadata"]["resourceVersion"])
         except errors.KubeError:
             pass  # closed at the end
+
+    def caught_up(self, items: list[dict]) -> bool:
+        """The watch has delivered every app at least as far as `items` (a later list) shows it: a watch may lag
+        behind a list, and a move it has not delivered yet would look like a write outside ownership."""
+        return all(self.seen.get(a["metadata"]["name"], 0) >= int(a["metadata"]["resourceVersion"]) for a in items)
 
     def close(self) -> None:
         if self.stream is not None:
@@ -343,6 +350,8 @@ def test_chaos_nothing_lost_nothing_handled_twice(tmp_path, scenario: Scenario):
         records = server.audit.since(since)["items"]
         writers = {name: shard_runs(seq) for name, seq in writers_by_app(records).items()}
         assert any(len(seq) > 1 for seq in writers.values()), writers  # updated apps did change hands
+        latest = kube.list(APPLICATIONS, "apps")["items"]  # listed after the records were read: it has their moves
+        eventually(lambda: owners.caught_up(latest), timeout=30, interval=0.2)
         owners.close()
         owners.join(5)
         assert not writes_outside_ownership(records, owners.owners)[:20]

@@ -83,14 +83,16 @@ def lease_holder(api_client, namespace: str, name: str) -> str | None:
 
 
 def test_leadership_moves_between_two_processes(apiserver, api_client, namespace):
-    common = ["--enable-leader-election", "--leader-election-namespace", namespace, "--shard-id", "shard-x",
-              "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5",
-              "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"]
+    election = ["--enable-leader-election", "--leader-election-namespace", namespace, "--shard-id", "shard-x",
+                "--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"]
+    common = [*election, "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"]
     first = start_manager(apiserver.kubeconfig, *common, "--leader-election-identity", "first")
     second = None
     try:
         eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "first", timeout=15)
-        second = start_manager(apiserver.kubeconfig, *common, "--leader-election-identity", "second")
+        # The second holds the Lease for 15 s once it has it: only its release can hand it on sooner.
+        second = start_manager(apiserver.kubeconfig, *election, "--lease-duration", "15", "--renew-deadline", "10",
+                               "--retry-period", "0.5", "--leader-election-identity", "second")
         time.sleep(2)
         assert lease_holder(api_client, namespace, "velashard-shard-x") == "first"  # one active replica
         # A crash: the standby takes over once the lease has not been renewed for its duration.
@@ -99,7 +101,8 @@ def test_leadership_moves_between_two_processes(apiserver, api_client, namespace
         first.wait(10)
         eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "second", timeout=15,
                    interval=0.1)
-        assert time.monotonic() - killed <= 3 + 0.5 + 2.0  # lease duration + retry period + scheduling slack
+        # The first's lease duration + retry period, and slack for a busy machine: not a longer wait than that.
+        assert time.monotonic() - killed <= 3 + 0.5 + 6.0
         # A graceful stop releases the lease at once.
         third = start_manager(apiserver.kubeconfig, *common, "--leader-election-identity", "third")
         try:
@@ -110,7 +113,7 @@ def test_leadership_moves_between_two_processes(apiserver, api_client, namespace
             released = time.monotonic()
             eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "third", timeout=10,
                        interval=0.1)
-            assert time.monotonic() - released < 2.5
+            assert time.monotonic() - released < 10  # released, not expired (the second's lease is 15 s)
         finally:
             third.send_signal(signal.SIGTERM)
             third.wait(10)

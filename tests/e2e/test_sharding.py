@@ -121,14 +121,22 @@ def test_apps_are_scheduled_across_slaves_and_reconciled_only_by_their_shard(sha
     for a in items:
         rev = kube.get(APPLICATION_REVISIONS, f'{a["metadata"]["name"]}-v1', "apps")
         assert shard_of(rev) == shard_of(a)
-    # Each slave's cache holds only its own applications.
+    # Each slave's cache holds only its own applications. The gauges are set after the status write that made
+    # the app look running (a reconcile counts once it returns): wait for them rather than read them once.
     for shard in ("shard-a", "shard-b"):
-        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics[shard]}/metrics", timeout=5).read().decode()
-        line = next(l for l in text.splitlines() if l.startswith("velashard_informer_objects{")
-                    and "applications.core.oam.dev" in l)
-        assert float(line.rsplit(" ", 1)[1]) == counts[shard], line
-        reconciled = next(l for l in text.splitlines() if l.startswith("velashard_applications_reconciled "))
-        assert float(reconciled.split()[1]) == counts[shard], reconciled
+        eventually(lambda shard=shard: gauges(metrics[shard], (counts[shard], counts[shard])), timeout=30,
+                   interval=0.2)
+
+
+def gauges(port: int, want: tuple[int, int]) -> bool:
+    """A process's /metrics show `want`: (applications in the informer's cache, applications reconciled)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    cached = next(l for l in text.splitlines() if l.startswith("velashard_informer_objects{")
+                  and "applications.core.oam.dev" in l)
+    reconciled = next(l for l in text.splitlines() if l.startswith("velashard_applications_reconciled "))
+    got = float(cached.rsplit(" ", 1)[1]), float(reconciled.split()[1])
+    assert got == want, (port, got, want)
+    return True
 
 
 def test_a_shard_whose_container_terminated_moves_its_apps_with_revisions_and_trackers(sharded):

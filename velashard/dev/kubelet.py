@@ -2,9 +2,10 @@
 
 For each Deployment in the runtime namespace whose pod template is labelled
 app.kubernetes.io/name=vela-core it keeps `replicas` Pod objects and one `velashard` process per
-pod, started with the container's args. Pod status follows the process: Ready from its /readyz,
-NotReady within two seconds of its death, restarts with exponential backoff unless the pod's
-restartPolicy is Never. Installing shards through the addon, scaling them and killing one behave
+pod, started with the container's args. Pod status follows the process: Ready from its /readyz (NotReady
+after the readiness probe's failureThreshold failures in a row, each allowed its timeoutSeconds, as the
+kubelet counts them: one slow answer on a busy machine is not a failure), NotReady within two seconds of
+its death, restarts with exponential backoff unless the pod's restartPolicy is Never. Installing shards through the addon, scaling them and killing one behave
 as in a cluster.
 """
 
@@ -45,6 +46,15 @@ def is_vela_core(deployment: dict[str, Any]) -> bool:
     return (template.get("labels") or {}).get(labels.POD_NAME_LABEL) == labels.POD_NAME_VALUE
 
 
+def readiness(ready: bool | None, failures: int, probe_ok: bool, failure_threshold: int) -> tuple[bool, int]:
+    """(Ready, failed probes in a row) after one probe, as the kubelet decides it: Ready once a probe succeeds;
+    a Ready pod turns NotReady only after `failure_threshold` failures in a row; a pod never Ready stays NotReady."""
+    if probe_ok:
+        return True, 0
+    failures += 1
+    return ready is True and failures < failure_threshold, failures
+
+
 @dataclass
 class LocalPod:
     name: str
@@ -62,6 +72,9 @@ class LocalPod:
     ready: bool | None = None
     state: dict | None = None  # the container state last reported
     log_path: str = ""
+    probe_timeout: float = 1.0  # the readiness probe's timeoutSeconds
+    failure_threshold: int = 3  # its failureThreshold
+    probe_failures: int = 0  # failed probes in a row
 
 
 class LocalKubelet:
@@ -159,9 +172,12 @@ class LocalKubelet:
         container = (template.get("spec") or {}).get("containers", [{}])[0]
         restart = (template.get("spec") or {}).get("restartPolicy", "Always")
         pod_labels = dict((template.get("metadata") or {}).get("labels") or {})
+        probe = container.get("readinessProbe") or {}
         pod = LocalPod(name, dep["metadata"]["name"], list(container.get("args") or []), restart,
                        service_account=(template.get("spec") or {}).get("serviceAccountName") or "default",
-                       labels=pod_labels, log_path=os.path.join(self.log_dir, f"{name}.log"))
+                       labels=pod_labels, log_path=os.path.join(self.log_dir, f"{name}.log"),
+                       probe_timeout=float(probe.get("timeoutSeconds") or 1),
+                       failure_threshold=int(probe.get("failureThreshold") or 3))
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": self.namespace, "labels": dict(pod_labels),
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": dep["metadata"]["name"],
@@ -221,13 +237,18 @@ class LocalKubelet:
                     pod.process = subprocess.Popen(self.command(pod), stdout=out, stderr=subprocess.STDOUT,
                                                    env=dict(os.environ, POD_NAMESPACE=self.namespace,
                                                             POD_NAME=pod.name))
-                pod.ready = None
+                pod.ready, pod.probe_failures = None, 0
             return
-        self._status(pod, ready=self._probe(pod), phase="Running")
+        self._status(pod, ready=self._readiness(pod), phase="Running")
+
+    def _readiness(self, pod: LocalPod) -> bool:
+        ready, pod.probe_failures = readiness(pod.ready, pod.probe_failures, self._probe(pod), pod.failure_threshold)
+        return ready
 
     def _probe(self, pod: LocalPod) -> bool:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{pod.health_port}/readyz", timeout=1) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{pod.health_port}/readyz",
+                                        timeout=pod.probe_timeout) as resp:
                 return resp.status == 200
         except OSError:
             return False

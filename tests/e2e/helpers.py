@@ -54,7 +54,7 @@ def shard_pod(kube: KubeClient, shard: str, ready: bool, terminated: bool = Fals
         "containerStatuses": [{"name": "vela-core", "ready": ready, "state": state}]}}, RUNTIME_NS)
 
 
-def wait_for_shard_leases(kube: KubeClient, *shards: str, timeout: float = 30) -> None:
+def wait_for_shard_leases(kube: KubeClient, *shards: str, timeout: float = 90) -> None:
     """A shard is available only once it holds its Lease: wait for that before counting on it."""
     def held() -> bool:
         for shard in shards:

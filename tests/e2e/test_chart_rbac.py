@@ -55,8 +55,8 @@ def chart_cluster(tmp_path_factory):
                  "--health-addr", "127.0.0.1:0", "--state-keep-interval", "5", *extra],
                 stdout=open(directory / f"{shard}.log", "wb"), stderr=subprocess.STDOUT))
             shard_pod(admin, shard, True)
-        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-        eventually(webhook_serving(webhook_port), timeout=30)
+        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=90)
+        eventually(webhook_serving(webhook_port), timeout=90)
         yield server, admin, directory, started
     finally:  # a setup that fails must not leave the processes running
         stop_processes(procs)

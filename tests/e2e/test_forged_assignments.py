@@ -123,8 +123,8 @@ def cluster(tmp_path_factory):
             start(shard)
             shard_pod(admin, shard, True)
         wait_for_shard_leases(admin, "master", *SHARDS)
-        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-        eventually(webhook_serving(webhook_port), timeout=30)
+        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=90)
+        eventually(webhook_serving(webhook_port), timeout=90)
         for i in range(APPS):
             assert shard_of(tenant.create(APPLICATIONS, app(f"app-{i}"))) in SHARDS  # placed at admission
         eventually(lambda: running(admin), timeout=180, interval=1.0)

@@ -63,7 +63,7 @@ def test_probes_metrics_and_sigterm(apiserver):
     proc = start_manager(apiserver.kubeconfig, "--shard-id", "probe-test", "--metrics-addr", f"127.0.0.1:{metrics}",
                          "--health-addr", f"127.0.0.1:{health}", "--log-format", "json")
     try:
-        eventually(lambda: get(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=20)
+        eventually(lambda: get(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=60)
         assert get(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")
         code, text = get(f"http://127.0.0.1:{metrics}/metrics")
         assert code == 200 and "velashard_kube_requests_total" in text
@@ -89,7 +89,7 @@ def test_leadership_moves_between_two_processes(apiserver, api_client, namespace
     first = start_manager(apiserver.kubeconfig, *common, "--leader-election-identity", "first")
     second = None
     try:
-        eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "first", timeout=15)
+        eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "first", timeout=60)
         # The second holds the Lease for 15 s once it has it: only its release can hand it on sooner.
         second = start_manager(apiserver.kubeconfig, *election, "--lease-duration", "15", "--renew-deadline", "10",
                                "--retry-period", "0.5", "--leader-election-identity", "second")
@@ -133,7 +133,7 @@ def test_a_slave_shard_starts_with_kubevelas_flags_and_go_durations(apiserver):
                              "--kubeconfig", apiserver.kubeconfig],  # a global flag after the others
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        eventually(lambda: get(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=30)
+        eventually(lambda: get(f"http://127.0.0.1:{health}/readyz")[0] == 200, timeout=60)
         assert get(f"http://127.0.0.1:{health}/healthz") == (200, "ok\n")
     finally:
         proc.send_signal(signal.SIGTERM)

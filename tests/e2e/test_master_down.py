@@ -65,8 +65,8 @@ def test_users_write_while_the_master_is_down(tmp_path):
         start("shard-b")
         for shard in ("master", "shard-a", "shard-b"):
             shard_pod(kube, shard, True)
-        eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-        eventually(webhook_serving(webhook_port), timeout=30)
+        eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=90)
+        eventually(webhook_serving(webhook_port), timeout=90)
         names = [f"web-{i}" for i in range(10)]
         for name in names:
             assert shard_of(alice.create(APPLICATIONS, app(name))) in ("shard-a", "shard-b")

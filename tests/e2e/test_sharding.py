@@ -55,8 +55,8 @@ def sharded(make_module_apiserver, tmp_path_factory):
     shard_pod(kube, "shard-a", True)
     shard_pod(kube, "shard-b", True)
     wait_for_shard_leases(kube, "master", "shard-a", "shard-b")
-    eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-    eventually(webhook_serving(webhook_port), timeout=30)
+    eventually(lambda: kube.list(MUTATING_WEBHOOKS)["items"], timeout=90)
+    eventually(webhook_serving(webhook_port), timeout=90)
     yield server, kube, metrics
     stop_processes(list(procs.values()))
 
@@ -231,7 +231,7 @@ def test_kubevela_6433_sequence(tmp_path):
         current["spec"]["components"][0]["properties"]["image"] = "busybox:2"
         updated = kube.update(APPLICATIONS, current)
         assert shard_of(updated) is None  # admitted unscheduled
-        eventually(lambda: shard_of(kube.get(APPLICATIONS, "legacy", "apps")) == "shard-0", timeout=10,
+        eventually(lambda: shard_of(kube.get(APPLICATIONS, "legacy", "apps")) == "shard-0", timeout=60,
                    interval=0.2)
 
         def deployed() -> bool:

@@ -206,8 +206,8 @@ def cluster(tmp_path_factory):
             start(shard)
             shard_pod(admin, shard, True)
         wait_for_shard_leases(admin, "master", *SHARDS)
-        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=30)
-        eventually(webhook_serving(webhook_port), timeout=30)
+        eventually(lambda: admin.list(MUTATING_WEBHOOKS)["items"], timeout=90)
+        eventually(webhook_serving(webhook_port), timeout=90)
         yield server, admin, tenant, procs, start, webhook_port
     finally:
         stop_processes(list(procs.values()))

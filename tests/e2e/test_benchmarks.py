@@ -82,3 +82,10 @@ def test_webhook_latency_times_both_namespaces_and_the_workers_cpu():
     assert result["added_ms_p99"] == pytest.approx(result["with_webhook_ms_p99"] - result["without_webhook_ms_p99"],
                                                    abs=0.011)
     assert result["webhook_worker_cpu_ms_per_call"] > 0  # the worker answered the measured calls
+
+
+def test_definition_edits_counts_what_an_unused_and_a_used_edit_write():
+    result = bench("definition_edits", "--apps", "12", "--users", "4", "--window", "3", "--settle", "2")
+    assert result["unused"]["new_revisions"] == result["unused"]["writes_for_apps"] == 0, result
+    assert result["used"]["new_revisions"] == 4 and result["used"]["exactly_the_users"], result
+    assert result["meets_goals"], result

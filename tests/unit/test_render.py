@@ -11,6 +11,7 @@ from velashard.core.render_cache import render_count
 from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.core.templates import template_cache_info
 from velashard.core.revisions import app_hash, revisions_to_prune
+from velashard.core.usage import used_definitions
 from velashard.core.appworkflow import app_phase
 from velashard.workflow.spec import parse_workflow
 
@@ -364,13 +365,11 @@ def test_webservice_service_only_for_exposed_ports(defs):
     assert comp.outputs == []
 
 
-def test_fingerprint_and_render_again_on_new_resource_version():
+def test_render_again_on_new_resource_version():
     tdefs = custom_defs(CONFIGMAP)
-    before = tdefs.fingerprint()
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
     size = render_count()
     tdefs.components["custom"]["metadata"]["resourceVersion"] = "2"
-    assert tdefs.fingerprint() != before
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
     assert render_count() == size + 1  # a new definition generation renders again
 
@@ -383,11 +382,14 @@ def test_unknown_container_name_is_an_invalid_parameter(defs):
     assert err.value.reason == "InvalidParameter" and "nope" in str(err.value)
 
 
-def test_a_status_write_on_a_definition_is_not_a_new_generation():
+def test_a_status_write_on_a_definition_is_not_a_new_revision():
     tdefs = custom_defs(CONFIGMAP)
+    spec = {"components": [{"name": "c", "type": "custom"}]}
     tdefs.components["custom"]["metadata"].update(generation=1, resourceVersion="5")
-    before = tdefs.fingerprint()
+    before = app_hash(spec, used_definitions(spec, tdefs))
     tdefs.components["custom"]["metadata"]["resourceVersion"] = "6"  # e.g. its TemplateValid condition written
-    assert tdefs.fingerprint() == before  # no app becomes a new revision
+    tdefs.components["custom"]["status"] = {"conditions": [{"type": "TemplateValid", "status": "True"}]}
+    assert app_hash(spec, used_definitions(spec, tdefs)) == before  # no app becomes a new revision
+    tdefs.components["custom"]["spec"]["schematic"]["cue"]["template"] = CONFIGMAP.replace('"1"', '"2"')
     tdefs.components["custom"]["metadata"].update(generation=2, resourceVersion="7")
-    assert tdefs.fingerprint() != before
+    assert app_hash(spec, used_definitions(spec, tdefs)) != before

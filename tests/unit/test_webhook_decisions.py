@@ -102,6 +102,12 @@ def test_validate_checks_components_only():
                     ValidationContext())["response"]["allowed"] is True  # the guard is a policy now
     checked = ValidationContext(check_components=lambda obj: 'component "x": unknown type')
     assert validate(request(), checked)["response"]["status"]["code"] == 422
+    # an app written without metadata.namespace is checked with its definitions as its namespace resolves them
+    seen = []
+    unnamespaced = request()
+    del unnamespaced["object"]["metadata"]["namespace"]
+    validate(unnamespaced, ValidationContext(check_components=lambda obj: seen.append(obj["metadata"]) or None))
+    assert seen == [{"name": "a", "namespace": "n"}]
 
 
 @pytest.mark.parametrize("body,fragment", [

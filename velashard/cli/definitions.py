@@ -18,6 +18,7 @@ from velashard.core.builtins import builtin_definitions
 from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import DESCRIPTION, KINDS, TYPES, DefFileError, parse_def_file, to_def_file
 from velashard.core.describe import parameter_tables, render_table
+from velashard.core.rendered import lookup_order
 from velashard.cue.errors import CueError
 
 _ACTIONS = {
@@ -80,8 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if name in ("get", "list", "show", "edit", "del"):
             p.add_argument("-t", "--type", choices=tuple(KINDS), help="only this kind of definition")
         if name in ("apply", "get", "list", "show", "edit", "del"):
-            p.add_argument("-n", "--namespace", default=SYSTEM_NAMESPACE,
-                           help=f"namespace of the definitions (default {SYSTEM_NAMESPACE})")
+            shown = f"the definition an app in this namespace uses: the namespace's, else {SYSTEM_NAMESPACE}'s"
+            p.add_argument("-n", "--namespace", default=SYSTEM_NAMESPACE, help=(
+                shown if name == "show" else "namespace of the definitions") + f" (default {SYSTEM_NAMESPACE})")
             p.add_argument("--kubeconfig", help="the cluster to read or write")
         if name in ("get", "list", "show"):
             p.add_argument("--builtin", action="store_true",
@@ -284,6 +286,9 @@ def run(args: argparse.Namespace) -> int:
         return _edit(args)
     if args.action == "del":
         return _delete(args)
+    if args.action == "show" and not args.builtin:
+        _show(_resolved(args))
+        return 0
     definitions = load_definitions(args.builtin, args.kubeconfig, args.namespace)
     if args.action == "list":
         rows = [(d["metadata"]["name"], _kind_name(d), d["metadata"].get("namespace", ""),
@@ -298,16 +303,34 @@ def run(args: argparse.Namespace) -> int:
         except DefFileError as err:
             raise UsageError(str(err))
         return 0
-    description = (definition["metadata"].get("annotations") or {}).get(DESCRIPTION, "")
-    print(f"# {definition['metadata']['name']} ({_kind_name(definition)}): {description}")
+    _show(definition)
+    return 0
+
+
+def _resolved(args: argparse.Namespace) -> dict[str, Any]:
+    """The definition named so that an app in the namespace uses: the namespace's own, else vela-system's (the
+    controller's order, and `vela show`'s)."""
+    seen: list[dict[str, Any]] = []
+    for where in lookup_order(args.namespace):
+        found = load_definitions(False, args.kubeconfig, where)
+        if any(d["metadata"]["name"] == args.name and args.type in (None, _kind_name(d)) for d in found):
+            return _matching(found, args.name, args.type)
+        seen += found
+    return _matching(seen, args.name, args.type)  # says that there is none, and which there are
+
+
+def _show(definition: dict[str, Any]) -> None:
+    meta = definition["metadata"]
+    description = (meta.get("annotations") or {}).get(DESCRIPTION, "")
+    print(f"# {meta['name']} ({_kind_name(definition)}, namespace {meta.get('namespace') or SYSTEM_NAMESPACE}): "
+          f"{description}")
     try:
         tables = parameter_tables(definition)
     except CueError as err:  # a definition in the cluster may not compile: say so instead of a traceback
-        raise UsageError(f"cannot read the parameters of {definition['metadata']['name']}: {err}")
+        raise UsageError(f"cannot read the parameters of {meta['name']}: {err}")
     for table in tables:
         print()
         print(f"## {table.path}" if table.path else "## Properties")
         print(render_table(("NAME", "DESCRIPTION", "TYPE", "REQUIRED", "DEFAULT"),
                            [(r.name, r.description, r.type, str(r.required).lower(), r.default)
                             for r in table.rows]))
-    return 0

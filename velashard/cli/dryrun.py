@@ -16,6 +16,7 @@ from velashard.cli.usage import UsageError
 from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import TYPES
 from velashard.core.policies import with_overrides
+from velashard.core.rendered import lookup_order
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
 from velashard.core.templates import app_context
 from velashard.workflow.data import plain
@@ -50,16 +51,21 @@ def _documents(path: str) -> list[dict[str, Any]]:
     return docs
 
 
-def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]]) -> tuple[Definitions, dict[str, Any]]:
-    """The definitions apps render with, and the workflow steps by name (those given last win)."""
-    found = load_definitions(args.offline, args.kubeconfig, SYSTEM_NAMESPACE, "--offline") + extra
-    steps = {d["metadata"]["name"]: d for d in found if d["kind"] == "WorkflowStepDefinition"}
-    return Definitions.from_objects(*[[d for d in found if d["kind"] == kind]
-                                      for kind in ("ComponentDefinition", "TraitDefinition", "PolicyDefinition")]), \
-        steps
+def _definitions(args: argparse.Namespace, extra: list[dict[str, Any]], namespace: str) -> Definitions:
+    """The definitions an app in `namespace` renders with, as the controller resolves them: the cluster's in its
+    namespace, then in vela-system (or the built-in ones), with the files given over both."""
+    if args.offline:
+        found = load_definitions(True, None, SYSTEM_NAMESPACE, "--offline")
+    else:
+        found = [d for where in lookup_order(namespace)
+                 for d in load_definitions(False, args.kubeconfig, where, "--offline")]
+    found += [{**d, "metadata": {**d["metadata"], "namespace": namespace}} for d in extra]
+    return Definitions.from_objects(*[[d for d in found if d["kind"] == kind] for kind in (
+        "ComponentDefinition", "TraitDefinition", "PolicyDefinition")], namespace=namespace,
+        steps=[d for d in found if d["kind"] == "WorkflowStepDefinition"])
 
 
-def _steps(app: dict[str, Any], steps: dict[str, Any]) -> str:
+def _steps(app: dict[str, Any], defs: Definitions) -> str:
     """What each step of an explicit workflow would do: the actions of its template, with their parameters as
     far as they are known before anything runs (one that needs an earlier action's result says so)."""
     meta = app["metadata"]
@@ -71,7 +77,7 @@ def _steps(app: dict[str, Any], steps: dict[str, Any]) -> str:
         return ""
     basic = {**app_context(app, 1), "name": meta["name"]}
     out = []
-    for planned in plan(app, workflow, basic, lambda kind, _ns: steps.get(kind),
+    for planned in plan(app, workflow, basic, lambda kind, _ns: defs.steps.get(kind),
                         list((app.get("spec") or {}).get("components") or [])):
         out.append(f"---\n# Application({meta['name']}) -- WorkflowStep({planned.name}, {planned.type})\n---\n")
         if planned.problem:
@@ -97,13 +103,16 @@ def run(args: argparse.Namespace) -> int:
         problem = definition_problem(d)
         if problem:
             raise UsageError(f'{d["kind"]} "{d["metadata"]["name"]}": {problem[1]}')
-    defs, steps = _definitions(args, extra)
+    by_namespace: dict[str, Definitions] = {}
     out = []
     for app in apps:
         meta = app.get("metadata")
         if not isinstance(meta, dict) or not meta.get("name"):
             raise UsageError("an Application has no metadata.name")
         meta.setdefault("namespace", args.namespace)
+        if meta["namespace"] not in by_namespace:
+            by_namespace[meta["namespace"]] = _definitions(args, extra, meta["namespace"])
+        defs = by_namespace[meta["namespace"]]
         try:
             rendered = render_app(with_overrides(app), defs, 1)
         except RenderError as err:
@@ -118,6 +127,6 @@ def run(args: argparse.Namespace) -> int:
             policy = obj["metadata"]["labels"][labels.APP_COMPONENT]
             out.append(f"---\n# Application({meta['name']}) -- Policy({policy})\n---\n")
             out.append(yaml.safe_dump(obj, sort_keys=False) + "\n")
-        out.append(_steps(app, steps))
+        out.append(_steps(app, defs))
     sys.stdout.write("".join(out))
     return 0

@@ -16,9 +16,10 @@ from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
-from velashard.core.rendering import Definitions
+from velashard.core.rendered import Definitions, resolve
 from velashard.core.revisions import Revisions
 from velashard.core.tracker import Trackers
+from velashard.core.usage import COMPONENT, POLICY, STEP, TRAIT, UsageIndex
 from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
@@ -116,11 +117,13 @@ class ApplicationController:
                                           indexers={"app": label_index(labels.APP_NAME)},
                                           transform=without(("spec", "application")), packed=True)
         self.trackers = manager.informer(RESOURCE_TRACKERS, label_selector=sel, packed=True)
+        # Definitions of every namespace, each app seeing its own namespace's, then vela-system's (KubeVela's order).
         self.component_defs = manager.informer(COMPONENT_DEFINITIONS)
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
-        # the templates of workflow steps, read when a step runs (a change wakes no app, as in KubeVela)
         self.step_defs = manager.informer(WORKFLOW_STEP_DEFINITIONS)
+        self.usage = UsageIndex()  # which apps use which definitions, from the apps' events
+        self.apps.add_handler(self.usage.handler())
         self.controller = Controller("application", self._reconcile, options.workers)
         self.own_writes = OwnWrites()
         # Apps' own finalizer patches, apart: the applier records the apps a workflow applies in own_writes, and
@@ -134,7 +137,6 @@ class ApplicationController:
                 delay=MANAGED_EVENT_DELAY))
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
-            lambda name: self.component_defs.store.get_by(SYSTEM_NAMESPACE, name),
             Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
@@ -158,20 +160,28 @@ class ApplicationController:
                               not self.finalizer_writes.is_echo(new))
         self.controller.watch(self.revisions, to_keys=app_key,
                               predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
-        for informer in (self.component_defs, self.trait_defs, self.policy_defs):
-            # a definition's status (its TemplateValid condition) changes nothing an app renders
-            self.controller.watch(informer, to_keys=lambda _obj: self.apps.store.keys(),
-                                  predicate=lambda old, new: old is None or old.get("spec") != new.get("spec"))
+        for kind, informer in ((COMPONENT, self.component_defs), (TRAIT, self.trait_defs),
+                               (POLICY, self.policy_defs), (STEP, self.step_defs)):
+            # A definition's change wakes the apps that use it, no other (their revisions do not cover it); its
+            # status (its TemplateValid condition) changes nothing an app renders.
+            self.controller.watch(informer, to_keys=lambda obj, kind=kind, informer=informer: self._users(
+                kind, informer, obj), predicate=lambda old, new: old is None or old.get("spec") != new.get("spec"))
         manager.add_controller(self.controller)
 
-    def definitions(self) -> Definitions:
-        return Definitions.from_objects(self.component_defs.store.list(), self.trait_defs.store.list(),
-                                        self.policy_defs.store.list(), self.discovery.server_version())
+    def _users(self, kind: str, informer: Any, definition: dict[str, Any]) -> list[str]:
+        meta = definition["metadata"]
+        return self.usage.users(kind, meta.get("namespace") or SYSTEM_NAMESPACE, meta["name"],
+                                lambda ns: informer.store.get_by(ns, meta["name"]) is not None)
+
+    def definitions(self, namespace: str) -> Definitions:
+        """The definitions as an app in `namespace` sees them, read from the caches as they are looked up."""
+        return Definitions.resolving(namespace, self.component_defs.store.get_by, self.trait_defs.store.get_by,
+                                     self.policy_defs.store.get_by, self.step_defs.store.get_by,
+                                     self.discovery.server_version())
 
     def step_definition(self, step_type: str, namespace: str) -> dict[str, Any] | None:
         """A WorkflowStepDefinition by name: the app's namespace first, then vela-system (KubeVela's order)."""
-        return self.step_defs.store.get_by(namespace, step_type) or self.step_defs.store.get_by(SYSTEM_NAMESPACE,
-                                                                                                 step_type)
+        return resolve(self.step_defs.store.get_by, namespace, step_type)
 
     def reconcile(self, key: str) -> Result | None:
         return self.controller.reconcile(key)

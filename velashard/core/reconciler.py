@@ -29,6 +29,7 @@ from velashard.core.rendering import (Definitions, RenderedApp, RenderedComponen
                                      render_component, render_policies)
 from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, managed_refs, ref_key
+from velashard.core.usage import used_definitions
 from velashard.core import appworkflow as aw
 from velashard.core.runworkflow import WorkflowRunner, tracked_objects
 from velashard.kube import errors
@@ -48,14 +49,12 @@ FINALIZER = labels.RESOURCE_TRACKER_FINALIZER
 
 class ApplicationReconciler:
     def __init__(self, client: KubeClient, discovery: Discovery, lookup: Callable[[str], dict[str, Any] | None],
-                 definitions: Callable[[], Definitions], component_definition: Callable[[str], dict[str, Any] | None],
-                 revisions: Revisions, trackers: Trackers, applier: Applier, state_keep_interval: float,
-                 waiting_requeue: float, auth: AuthConfig = AuthConfig(),
+                 definitions: Callable[[str], Definitions], revisions: Revisions, trackers: Trackers,
+                 applier: Applier, state_keep_interval: float, waiting_requeue: float, auth: AuthConfig = AuthConfig(),
                  step_definition: Lookup = lambda _type, _namespace: None, engine: WorkflowEngine | None = None,
                  finalizer_writes: OwnWrites | None = None):
         self.client, self.discovery, self.lookup, self.definitions = client, discovery, lookup, definitions
         self.finalizer_writes = finalizer_writes  # the app's finalizer patch, whose event then wakes no one
-        self.component_definition = component_definition
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
         self.engine = engine or WorkflowEngine()
         self.workflows = WorkflowRunner(discovery, applier, trackers, self.engine, step_definition, self.health,
@@ -66,7 +65,7 @@ class ApplicationReconciler:
     def context(self, app: dict[str, Any]) -> ReconcileContext:
         """The reconcile's state, with the client that acts as the app's author (with authentication off: as
         the controller itself) and hears every refusal."""
-        ctx = ReconcileContext(app, self.definitions(), self.client)
+        ctx = ReconcileContext(app, self.definitions(app["metadata"].get("namespace") or "default"), self.client)
         ctx.author = self.client.acting_as(author_of(app, self.auth) if self.auth.enabled else None, ctx.refused)
         return ctx
 
@@ -129,8 +128,12 @@ class ApplicationReconciler:
         status: dict[str, Any] = copy.deepcopy(app.get("status") or {})
         conditions: list[dict[str, Any]] = []
         now = timestamp()
-        digest = app_hash(spec, defs.fingerprint())
+        used = used_definitions(spec, defs)
+        digest = app_hash(spec, used)
         latest = status.get("latestRevision") or {}
+        if latest.get("revisionHash") not in (None, digest) and self.revisions.still_current(app, latest.get(
+                "name", ""), defs):
+            digest = latest["revisionHash"]  # recorded by an earlier version of velashard, and nothing changed
         revision = latest.get("revision", 0) if latest.get("revisionHash") == digest else \
             self.revisions.number(app, digest)
         unsupported = unsupported_policies(spec)
@@ -158,7 +161,7 @@ class ApplicationReconciler:
         else:
             conditions.append(app_status.condition("Rendered", True, "Rendered", "; ".join(notes), now))
         if latest.get("revisionHash") != digest:
-            self.revisions.record(app, revision, digest, defs.fingerprint())
+            self.revisions.record(app, revision, digest, used)
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
                                         "revisionHash": digest}
         run = aw.run_revision(app, revision_name(ctx.name, revision))
@@ -312,7 +315,7 @@ class ApplicationReconciler:
                 "appRevision": (comp.workload["metadata"].get("labels") or {}).get(labels.APP_REVISION, "")}
 
     def health(self, ctx: ReconcileContext, comp: RenderedComponent) -> tuple[bool, str]:
-        definition = self.component_definition(comp.type) or {}
+        definition = ctx.definitions.components.get(comp.type) or {}
         return component_health(comp.objects, comp.workload, [self.applier.live_of(ctx, o) for o in comp.objects],
                                 (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
                                 comp.properties)

@@ -199,7 +199,11 @@ def validate(request: dict[str, Any], ctx: ValidationContext) -> dict[str, Any]:
     if not _is_application(request) or request.get("operation") not in ("CREATE", "UPDATE"):
         return review_response(uid)
     if ctx.check_components is not None:
-        problem = ctx.check_components(request.get("object") or {})
+        obj = request.get("object") if isinstance(request.get("object"), dict) else {}
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        if not meta.get("namespace") and request.get("namespace"):  # its definitions resolve in its namespace
+            obj = {**obj, "metadata": {**meta, "namespace": request["namespace"]}}
+        problem = ctx.check_components(obj)
         if problem:
             return review_response(uid, False, code=422, message=problem)
     return review_response(uid)

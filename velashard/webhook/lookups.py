@@ -8,7 +8,8 @@ from typing import Any
 from cachetools import TTLCache
 
 from velashard.apis import labels
-from velashard.apis.oam import COMPONENT_DEFINITIONS, POLICY_DEFINITIONS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS
+from velashard.apis.oam import COMPONENT_DEFINITIONS, POLICY_DEFINITIONS, TRAIT_DEFINITIONS
+from velashard.core.rendered import lookup_order
 from velashard.core.rendering import Definitions, RenderError, render_app
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -47,17 +48,20 @@ class ClusterLookups:
         return dict(self._cached("loads", lambda: parse_loads(
             self.client.list(LEASES, self.namespace_name, label_selector=LEASE_LABEL).get("items") or [])))
 
-    def definitions(self) -> Definitions:
-        def load() -> Definitions:
-            return Definitions.from_objects(self.client.list(COMPONENT_DEFINITIONS, SYSTEM_NAMESPACE)["items"],
-                                            self.client.list(TRAIT_DEFINITIONS, SYSTEM_NAMESPACE)["items"],
-                                            self.client.list(POLICY_DEFINITIONS, SYSTEM_NAMESPACE)["items"])
-        return self._cached("defs", load)
+    def definitions(self, namespace: str) -> Definitions:
+        """The definitions as an app in `namespace` sees them (its namespace's, then vela-system's), as the
+        controller resolves them."""
+        def listed(where: str) -> tuple[list[dict[str, Any]], ...]:
+            return self._cached(("defs", where), lambda: tuple(self.client.list(res, where)["items"] for res in (
+                COMPONENT_DEFINITIONS, TRAIT_DEFINITIONS, POLICY_DEFINITIONS)))
+        found = [listed(where) for where in lookup_order(namespace)]
+        return Definitions.from_objects(*[[d for lists in found for d in lists[i]] for i in range(3)],
+                                        namespace=namespace)
 
     def check_components(self, app: dict[str, Any]) -> str | None:
         """ValidateComponentWhenSharding: component and trait types exist and their parameters are valid."""
         try:
-            render_app(app, self.definitions(), 0)
+            render_app(app, self.definitions((app.get("metadata") or {}).get("namespace") or "default"), 0)
         except RenderError as err:
             return str(err)
         return None

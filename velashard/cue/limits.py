@@ -19,7 +19,7 @@ class Limits:
     # Wall-clock seconds one evaluation may take, whatever it spends them on: checked as steps are counted and
     # after every builtin call, so a slow builtin ends the evaluation right after it returns (each is linear
     # or bounded by the sizes above: regular expressions are RE2's).
-    seconds = 2.0
+    seconds = 5.0
 
 
 class LimitExceeded(CueError):

@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from hack.bench_apiserver import _commit  # noqa: E402
 from hack.benchlib import Cluster  # noqa: E402
 from velashard.apis.oam import APPLICATIONS  # noqa: E402
 from velashard.kube.resources import NAMESPACES  # noqa: E402
@@ -117,7 +118,7 @@ def main() -> None:
             time.sleep(args.spacing)
         base, load = statistics.median(baseline), statistics.median(loaded)
         print(json.dumps({
-            "noisy_apps": args.noisy_apps, "requests_per_app": args.requests,
+            "commit": _commit(), "cores": os.cpu_count(), "noisy_apps": args.noisy_apps, "requests_per_app": args.requests,
             "noisy_connections_accepted": silent.accepted, "loaded_window_s": round(args.samples * args.spacing, 1),
             "noisy_steps_seen_waiting": seen_waiting, "noisy_steps": want,
             "baseline_seconds": [round(x, 3) for x in baseline], "loaded_seconds": [round(x, 3) for x in loaded],

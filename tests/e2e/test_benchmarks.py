@@ -82,3 +82,8 @@ def test_webhook_latency_times_both_namespaces_and_the_workers_cpu():
     assert result["added_ms_p99"] == pytest.approx(result["with_webhook_ms_p99"] - result["without_webhook_ms_p99"],
                                                    abs=0.011)
     assert result["webhook_worker_cpu_ms_per_call"] > 0  # the worker answered the measured calls
+
+
+def test_tenant_isolation_times_a_quiet_app_beside_a_noisy_tenant():
+    result = bench("tenant_isolation", "--noisy-apps", "2", "--requests", "3", "--samples", "2", "--spacing", "0.2")
+    assert result["noisy_steps"] == 6 and len(result["loaded_seconds"]) == 2 and result["ratio"] > 0

@@ -19,6 +19,9 @@ setup(
         "cel-expr-python>=0.1.3",
         "Jinja2>=3.1",
         "urllib3>=2",
+        # RE2 (linear-time matching, the syntax CUE specifies) for CUE's =~, !~ and regexp builtins; tested with
+        # 1.1.20251105 (wheels for CPython 3.11 on x86_64 and aarch64)
+        "google-re2>=1.1,<2",
         # real Helm (the Go SDK): `velashard dev` installs the chart with it, as users do
         "helm-python-sdk>=0.2",
     ],

@@ -207,8 +207,8 @@ def run(kube: KubeClient, kubeconfig: str, cluster: Any, definitions: list[dict[
                                path], capture_output=True, text=True, check=False)
         if done.returncode:
             refused[path] = done.stderr.strip()
-    if cluster is not None:
-        cluster.start("controller")
+    if cluster is not None:  # the loopback servers stand for the outside: the egress policy must allow them
+        cluster.start("controller", f"--workflow-http-allow=127.0.0.1:{http.port},127.0.0.1:{smtp_port}")
     runner = Run(kube, kubeconfig, http, smtp_port)
     runner.place(examples)
     return runner.wait(timeout), refused

@@ -89,3 +89,8 @@ def test_definition_edits_counts_what_an_unused_and_a_used_edit_write():
     assert result["unused"]["new_revisions"] == result["unused"]["writes_for_apps"] == 0, result
     assert result["used"]["new_revisions"] == 4 and result["used"]["exactly_the_users"], result
     assert result["meets_goals"], result
+
+
+def test_tenant_isolation_times_a_quiet_app_beside_a_noisy_tenant():
+    result = bench("tenant_isolation", "--noisy-apps", "2", "--requests", "3", "--samples", "2", "--spacing", "0.2")
+    assert result["noisy_steps"] == 6 and len(result["loaded_seconds"]) == 2 and result["ratio"] > 0

@@ -167,10 +167,31 @@ def test_reads_beyond_the_authors_rights_land_nowhere(cluster):
                                                                "name": "team-b-db", "namespace": "team-b"},
          "outputs": [{"name": "secret", "valueFrom": "value"}]}]}))
     assert refused(kube, "read-step") == f'Forbidden: {TENANT} cannot get secrets "team-b-db" in namespace team-b'
-    # KubeVela's read-object: the refused read is in $returns.err and the step has no output to give
+    # a refused read fails its step, saying what was refused
+    step = eventually(lambda: (kube.get(APPLICATIONS, "read-step", "team-a")["status"]["workflow"]["steps"][0]
+                               if "cannot get secrets" in str(kube.get(APPLICATIONS, "read-step", "team-a")["status"]
+                                                                  ["workflow"]) else None), timeout=20)
+    assert step["phase"] == "failed" and 'cannot get secrets "team-b-db" in namespace team-b' in step["message"]
     status = kube.get(APPLICATIONS, "read-step", "team-a")["status"]
-    assert "failed to get output from value" in status["workflow"]["steps"][0]["message"]
     assert "hunter2" not in str(status) and "aHVudGVyMg" not in str(status)
+
+
+def test_health_of_another_namespaces_object_is_read_as_the_author(cluster):
+    """The shard caches every app's objects; another namespace's object is not healthy for the tenant's app (nor
+    does it exist): the health read goes through the author, who may not read it."""
+    _, kube, tenant = cluster
+    theirs = dict(configmap("b-settings", "team-b"), metadata={
+        "name": "b-settings", "namespace": "team-b",
+        "labels": {labels.APP_NAME: "owner", labels.APP_NAMESPACE: "team-b"}})
+    kube.create(CONFIGMAPS, theirs)
+    tenant.create(APPLICATIONS, app("own-configmaps", [objects(configmap("mine"))]))  # the kind gets cached
+    eventually(lambda: (kube.get(APPLICATIONS, "own-configmaps", "team-a").get("status") or {}).get("status")
+               == "running", timeout=30)
+    tenant.create(APPLICATIONS, app("health-peek", [objects(configmap("b-settings", "team-b"))]))
+    assert "configmaps" in refused(kube, "health-peek")
+    services = eventually(lambda: (kube.get(APPLICATIONS, "health-peek", "team-a").get("status") or {}).get(
+        "services"), timeout=20)
+    assert services[0]["healthy"] is False and "Exists" not in services[0].get("message", ""), services
 
 
 def test_nothing_is_adopted_or_collected_by_accident(cluster):

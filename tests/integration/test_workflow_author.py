@@ -100,7 +100,8 @@ def test_what_the_author_may_not_do_is_refused_and_the_step_says_so(cluster):
         return next((s for s in steps if s["name"] == "peek" and s.get("message")), None)
 
     step = eventually(peek, timeout=20)
-    assert "failed to get output from output.value.data.ready" in step["message"]
+    # the refusal fails the step and is its message (KubeVela would leave it in $returns.err)
+    assert step["phase"] == "failed" and 'cannot get configmaps "theirs" in namespace elsewhere' in step["message"]
     refused = [r for r in server.audit.since(seq)["items"] if r["resource"] == "configmaps"
                and r["name"] == "theirs"]
     assert refused and all(acting(r) == AUTHOR and r["code"] == 403 for r in refused)

@@ -14,6 +14,7 @@ import pytest
 from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
 from velashard.apiserver.http.server import APIServer
 from velashard.core.controller import ApplicationController, Options
+from velashard.workflow.egress import EgressPolicy, parse_allowed
 from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -34,7 +35,9 @@ def cluster(tmp_path_factory):
     install(kube)
     install_missing(kube)
     manager = Manager(kube, "master")
-    ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))
+    # the steps call servers on loopback, which the egress policy refuses unless allowed
+    ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5,
+                                           egress=EgressPolicy(allow=(parse_allowed("127.0.0.1"),))))
     stop = threading.Event()
     thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
     thread.start()
@@ -163,8 +166,10 @@ def test_https_with_the_ca_and_client_certificate_of_a_secret(cluster, ns):
         kube.create(APPLICATIONS, application("no-cert", ns, [
             {"name": "call", "type": "secure-request", "properties": {"url": server.url("/health"),
                                                                       "secret": "ca-only"}}]))
-        step = eventually(lambda: steps_of(kube.get(APPLICATIONS, "no-cert", ns).get("status") or {
-            "workflow": {"steps": []}}).get("call"), timeout=20)
+        # (the request runs apart from the reconcile: the step waits for it first)
+        step = eventually(lambda: (steps_of(kube.get(APPLICATIONS, "no-cert", ns).get("status") or {
+            "workflow": {"steps": []}}).get("call") or {}).get("phase") == "failed" and steps_of(
+            kube.get(APPLICATIONS, "no-cert", ns)["status"])["call"], timeout=20)
         assert (step["phase"], step["reason"]) == ("failed", "Execute")
         assert 'action call (http.do): GET https://127.0.0.1' in step["message"]
     finally:

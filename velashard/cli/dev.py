@@ -8,6 +8,7 @@ import signal
 import threading
 
 from velashard.cli.usage import UsageError
+from velashard.workflow.egress import parse_allowed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apps", type=int, default=0, help="sample applications to create (default 0)")
     parser.add_argument("--dir", default=".velashard", help="where kubeconfig, processes.json and logs go")
     parser.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
+    parser.add_argument("--workflow-http-allow", default="", metavar="ADDRESS[:PORT],...",
+                        help="servers on this machine that workflow steps may call (the chart's workflow.http.allow; "
+                             "loopback is refused otherwise), e.g. 127.0.0.1:8080")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,12 +30,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--apps {args.apps}: must not be negative")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: must be between 0 and 65535")
+    allow = [item.strip() for item in args.workflow_http_allow.split(",") if item.strip()]
+    for item in allow:
+        try:
+            parse_allowed(item)
+        except ValueError as err:
+            raise UsageError(f"--workflow-http-allow: {err}")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop, log_format=args.log_format,
-                       log_level=args.log_level)
+                       log_level=args.log_level, http_allow=allow)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
             raise UsageError(f"--port {args.port}: the port is in use (another velashard dev?); choose another, "

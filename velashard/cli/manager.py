@@ -30,6 +30,7 @@ from velashard.sharding.loads import load_annotations
 from velashard.sharding.scheduler import BackgroundScheduler
 from velashard.webhook.runner import WebhookOptions, WebhookRunner, default_bind_address
 from velashard.workflow.backoff import Settings as WorkflowSettings
+from velashard.workflow.egress import EgressPolicy, parse_allowed
 
 log = logging.getLogger("velashard.manager")
 
@@ -132,6 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the longest a workflow with a failed step waits before it runs again (default 300)")
     p.add_argument("--max-workflow-step-error-retry-times", type=int, default=10, metavar="N",
                    help="how often a step that errs is run again before it fails for good (default 10)")
+    p.add_argument("--workflow-http-block-loopback", action=GoBool, default=True,
+                   help="refuse steps' requests to loopback addresses (default true); link-local and cloud metadata "
+                        "addresses, this pod's addresses and the controller's own ports are refused always")
+    p.add_argument("--workflow-http-block-private", action=GoBool, default=False,
+                   help="refuse steps' requests to private addresses (10/8, 172.16/12, 192.168/16, fc00::/7; "
+                        "default false: in-cluster services live there)")
+    p.add_argument("--workflow-http-allow", default="", metavar="ADDRESS[:PORT],...",
+                   help="comma-separated addresses or networks, each with an optional :PORT, that steps may call "
+                        "even where the two flags above refuse (e.g. 127.0.0.1:8080 or [::1]:8080)")
     for flag in ("--log-file-max-size", "--definition-revision-limit", "--revision-limit"):
         kubevela.add_argument(flag, dest=_ignored(flag), type=int, default=None, metavar="N")
     for flag in ("--enable-cluster-gateway", "--enable-cluster-metrics", "--perf-enabled",
@@ -208,6 +218,11 @@ def validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         parser.error("--reschedule-period must be > 0 and --orphan-grace-period >= 0")
     if args.reschedule_workers < 1:
         parser.error(f"--reschedule-workers must be at least 1, got {args.reschedule_workers}")
+    for item in filter(None, (i.strip() for i in args.workflow_http_allow.split(","))):
+        try:
+            parse_allowed(item)
+        except ValueError as err:
+            parser.error(f"--workflow-http-allow: {err}")
     for flag in ("metrics_addr", "health_addr"):
         value = getattr(args, flag)
         if value:
@@ -231,6 +246,32 @@ def auth_config(args: argparse.Namespace) -> AuthConfig:
                       group_pattern=args.authentication_group_pattern)
 
 
+def own_addresses() -> frozenset:
+    """This pod's addresses (POD_IP from the downward API, and what its host name resolves to), loopback aside."""
+    found = set()
+    names = [os.environ.get("POD_IP", ""), socket.gethostname()]
+    for name in filter(None, names):
+        try:
+            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError):
+            continue
+        for info in infos:
+            address = ipaddress.ip_address(info[4][0].split("%")[0])
+            if not address.is_loopback:
+                found.add(address)
+    return frozenset(found)
+
+
+def egress_policy(args: argparse.Namespace, manager: Manager) -> EgressPolicy:
+    """Where steps may send requests: the flags, the ports this process listens on, this pod's addresses."""
+    ports = {p.port for p in (manager.metrics_server, manager.health_server) if p is not None}
+    if args.shard_id == labels.MASTER_SHARD_ID or not args.enable_sharding:
+        ports.add(args.webhook_port)
+    return EgressPolicy(args.workflow_http_block_loopback, args.workflow_http_block_private,
+                        tuple(parse_allowed(i) for i in args.workflow_http_allow.split(",") if i.strip()),
+                        frozenset(ports), own_addresses())
+
+
 def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Namespace) -> None:
     """Without sharding one process serves every app (and, with --use-webhook, the webhooks that record authors
     and check definitions); a slave runs only the Application controller for its shard; the master also
@@ -248,7 +289,8 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      workflow=WorkflowSettings(
                                                          args.max_workflow_wait_backoff_time,
                                                          args.max_workflow_failed_backoff_time,
-                                                         args.max_workflow_step_error_retry_times)))
+                                                         args.max_workflow_step_error_retry_times),
+                                                     egress=egress_policy(args, manager)))
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)
     if args.enable_sharding:

@@ -85,8 +85,21 @@ class Applier:
         may not read it (the refusal is on ctx.forbidden, so the app's status says so)."""
         try:
             res = self.resource(obj)
-            return self.live(ctx, res, obj["metadata"]["name"],
-                             obj["metadata"].get("namespace") if res.namespaced else None)
+            name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace") if res.namespaced else None
+            live = self.live(ctx, res, name, namespace)
+            if namespace != ctx.namespace and self._cache(res) is not None and \
+                    (live is None or ownership.owner_of(live) != (ctx.namespace, ctx.name)) and \
+                    not ctx.read_as_author(res, name, namespace):
+                # The shard's cache holds every app's objects: outside its namespace an app learns only what its
+                # author may read, never another's object (that it exists, that it is healthy) from the cache.
+                said = len(ctx.forbidden)
+                try:
+                    live = self._get(ctx, res, name, namespace)
+                except errors.Forbidden:  # not the app's to see: for its status, absent (no refusal of its own)
+                    del ctx.forbidden[said:]
+                    return None
+                ctx.saw(res, live, as_author=True)
+            return live
         except (errors.NotFound, errors.Forbidden):
             return None
 

@@ -22,6 +22,7 @@ class ReconcileContext:
     author: KubeClient  # everything the app makes the cluster do goes through this client (see core/authors.py)
     objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)  # every refusal the author met, in order
+    authors_reads: set[ObjectKey] = field(default_factory=set)  # objects read past the cache, as the author
 
     def refused(self, err: errors.Forbidden) -> None:
         if err.message not in self.forbidden:
@@ -42,6 +43,12 @@ class ReconcileContext:
     def recall(self, res: Resource, name: str, namespace: str | None) -> dict[str, Any] | None:
         return self.objects.get((res.plural, res.group, namespace, name))
 
-    def saw(self, res: Resource, obj: dict[str, Any]) -> None:
+    def saw(self, res: Resource, obj: dict[str, Any], as_author: bool = False) -> None:
         meta = obj["metadata"]
-        self.objects[(res.plural, res.group, meta.get("namespace"), meta["name"])] = obj
+        key = (res.plural, res.group, meta.get("namespace"), meta["name"])
+        self.objects[key] = obj
+        if as_author:
+            self.authors_reads.add(key)
+
+    def read_as_author(self, res: Resource, name: str, namespace: str | None) -> bool:
+        return (res.plural, res.group, namespace, name) in self.authors_reads

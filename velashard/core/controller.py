@@ -29,6 +29,7 @@ from velashard.observability import APPS_RECONCILED
 from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler, check_dependent
 from velashard.workflow.backoff import Settings
+from velashard.workflow.egress import EgressPolicy
 from velashard.workflow.executor import WorkflowEngine
 
 
@@ -56,6 +57,8 @@ class Options:
     auth: AuthConfig = AuthConfig()
     # --max-workflow-wait-backoff-time, --max-workflow-failed-backoff-time, --max-workflow-step-error-retry-times
     workflow: Settings = Settings()
+    # where steps may send requests (--workflow-http-block-loopback, --workflow-http-block-private, ...)
+    egress: EgressPolicy = EgressPolicy()
 
 
 def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -135,6 +138,9 @@ class ApplicationController:
             self.managed = ManagedCaches(manager, sel or labels.APP_NAME, lambda informer: self.controller.watch(
                 informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new),
                 delay=MANAGED_EVENT_DELAY))
+        # steps' calls to the outside run apart from the workers; the app is enqueued again when one ends
+        self.engine = WorkflowEngine(options.workflow, egress=options.egress)
+        self.engine.outbound.wake = self.controller.enqueue
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
@@ -142,8 +148,7 @@ class ApplicationController:
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
-            options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow),
-            self.finalizer_writes)
+            options.waiting_requeue, options.auth, self.step_definition, self.engine, self.finalizer_writes)
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:

@@ -13,7 +13,7 @@ from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
 from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
-from velashard.cue.limits import CTX, LimitExceeded
+from velashard.cue.limits import CTX, LimitExceeded, start
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom, SourcePackage
 from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill
@@ -88,9 +88,7 @@ class Instance:
         self.packages: dict = {}
 
     def _run(self, fn: Any) -> Any:
-        CTX.steps = 0
-        CTX.depth = 0
-        CTX.copying = set()
+        start()
         CTX.packages = self.packages
         try:
             return fn()

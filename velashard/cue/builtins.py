@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from velashard.cue.errors import CueError
 from velashard.cue.values import (K_FLOAT, K_INT, K_NUMBER, K_BOOL, K_BYTES, K_NULL, K_STRING, TOP,
-                                  BasicType, Bound, Conj, CueSource, Func, Package, compile_regex, DECIMAL)
+                                  BasicType, Bound, Conj, CueSource, Func, Package, DECIMAL)
+from velashard.cue.regex import compile_regex, expand, matches, replace_all
 
 
 def _ints(lo: int, hi: int) -> Conj:
@@ -567,34 +568,7 @@ STRUCT: dict[str, Any] = {f.name: f for f in [
 ]}
 
 
-# ---- regexp --------------------------------------------------------------------------------------
-def _go_template(repl: str) -> str:
-    """Go's $1 / ${name} expansion to Python's \\g<...>."""
-    out = []
-    i = 0
-    while i < len(repl):
-        c = repl[i]
-        if c == "\\":
-            out.append("\\\\")
-            i += 1
-        elif c == "$" and i + 1 < len(repl):
-            if repl[i + 1] == "$":
-                out.append("$")
-                i += 2
-                continue
-            m = re.match(r"\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+)", repl[i + 1:])
-            if m:
-                out.append(f"\\g<{m.group(1) or m.group(2)}>")
-                i += 1 + m.end()
-            else:
-                out.append("$")
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
+# ---- regexp (RE2, with Go's successive matches and templates: regex.py) ---------------------------
 def _find(pattern: str, s: str) -> str:
     m = compile_regex(pattern).search(s)
     if m is None:
@@ -603,19 +577,36 @@ def _find(pattern: str, s: str) -> str:
 
 
 def _find_all(pattern: str, s: str, n: int) -> list:
-    out = [m.group(0) for m in compile_regex(pattern).finditer(s)]
-    if n >= 0:
-        out = out[:n]
+    out = []
+    for m in matches(compile_regex(pattern), s):
+        if 0 <= n <= len(out):
+            break
+        out.append(m.group(0))
     if not out:
         raise fail("regexp.FindAll: no match")
     return out
+
+
+def _groups(m: Any) -> list:
+    return [m.group(0)] + [g or "" for g in m.groups()]
 
 
 def _find_submatch(pattern: str, s: str) -> list:
     m = compile_regex(pattern).search(s)
     if m is None:
         raise fail("regexp.FindSubmatch: no match")
-    return [m.group(0)] + [g or "" for g in m.groups()]
+    return _groups(m)
+
+
+def _find_all_submatch(pattern: str, s: str, n: int) -> list:
+    out = []
+    for m in matches(compile_regex(pattern), s):
+        if 0 <= n <= len(out):
+            break
+        out.append(_groups(m))
+    if not out:
+        raise fail("regexp.FindAllSubmatch: no match")
+    return out
 
 
 def _find_named(pattern: str, s: str) -> dict:
@@ -625,17 +616,12 @@ def _find_named(pattern: str, s: str) -> dict:
     return {k: v or "" for k, v in m.groupdict().items()}
 
 
-def _replace_all(pattern: str, src: str, repl: str) -> str:
-    rx = compile_regex(pattern)
-    try:
-        return rx.sub(_go_template(repl), src)
-    except (re.error, IndexError):
-        return rx.sub(lambda m: "", src)
-
-
 def _valid_regexp(pattern: str) -> bool:
     compile_regex(pattern)
     return True
+
+
+_META = frozenset("\\.+*?()|[]{}^$")
 
 
 REGEXP: dict[str, Any] = {f.name: f for f in [
@@ -643,12 +629,11 @@ REGEXP: dict[str, Any] = {f.name: f for f in [
     Func("Find", _find, 2),
     Func("FindAll", _find_all, 3),
     Func("FindSubmatch", _find_submatch, 2),
-    Func("FindAllSubmatch", lambda p, s, n: [[m.group(0)] + [g or "" for g in m.groups()]
-                                             for m in compile_regex(p).finditer(s)][:n if n >= 0 else None], 3),
+    Func("FindAllSubmatch", _find_all_submatch, 3),
     Func("FindNamedSubmatch", _find_named, 2),
-    Func("ReplaceAll", _replace_all, 3),
-    Func("ReplaceAllLiteral", lambda p, src, repl: compile_regex(p).sub(lambda m: repl, src), 3),
-    Func("QuoteMeta", lambda s: re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", s), 1),
+    Func("ReplaceAll", lambda p, src, repl: replace_all(compile_regex(p), src, lambda m: expand(m, repl)), 3),
+    Func("ReplaceAllLiteral", lambda p, src, repl: replace_all(compile_regex(p), src, lambda m: repl), 3),
+    Func("QuoteMeta", lambda s: "".join("\\" + c if c in _META else c for c in s), 1),
     Func("Valid", _valid_regexp, 1, validator=True),
 ]}
 

@@ -25,7 +25,8 @@ from velashard.cue.closedness import Group
 from velashard.cue.disjunctions import Disjunctions, flatten_disjunction
 from velashard.cue.errors import CueError
 from velashard.cue.export_rules import to_data
-from velashard.cue.limits import CTX, LimitExceeded, step
+from velashard.cue.limits import CTX, LimitExceeded, check_time, step
+from velashard.cue.regex import compile_regex
 from velashard.cue.settle import Settling
 from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
                                   TOP, BasicType, Bottom, Bound, Conj, CueSource, Disj, Func, Package, SourcePackage,
@@ -822,7 +823,6 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
         if op in ("<", "<=", ">", ">="):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
     if op in ("=~", "!~") and ka & (K_STRING | K_BYTES) and kb & (K_STRING | K_BYTES):
-        from velashard.cue.values import compile_regex
         s = a.decode("utf-8", "replace") if type(a) is bytes else a
         found = compile_regex(b).search(s) is not None
         return found if op == "=~" else not found
@@ -968,12 +968,14 @@ def call(x: ast.Call, env: Env | None) -> Any:
         return Validator(fn.name, fn.fn, tuple(args))
     if fn.arity >= 0 and len(args) != fn.arity:
         return Bottom(f"{fn.name}: expected {fn.arity} arguments, got {len(args)}", "eval", (x.pos,))
+    check_time()
     try:
         result = fn.fn(*args)
     except CueError as err:
         return Bottom(f"error in call to {fn.name}: {err.message}", err.kind, (x.pos,))
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError) as err:
         return Bottom(f"error in call to {fn.name}: {err}", "eval", (x.pos,))
+    check_time()  # a builtin cannot be interrupted; its caller stops right after it when the time is up
     return from_data(result)
 
 

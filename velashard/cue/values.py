@@ -8,11 +8,11 @@ not reduce further), Disj (alternatives with defaults) and Bottom (an error)."""
 from __future__ import annotations
 
 import math
-import re
 from decimal import Context, Decimal
 from typing import Any, Callable
 
 from velashard.cue.errors import CueError, Pos
+from velashard.cue.regex import compile_regex
 
 
 class _Null:
@@ -214,28 +214,6 @@ class SourcePackage:
 
     def __repr__(self) -> str:
         return f'package "{self.path}"'
-
-
-_regex_cache: dict[str, re.Pattern] = {}
-
-
-def compile_regex(pattern: Any) -> re.Pattern:
-    if type(pattern) is bytes:
-        pattern = pattern.decode("utf-8", "replace")
-    rx = _regex_cache.get(pattern)
-    if rx is None:
-        try:
-            rx = re.compile(go_regex(pattern))
-        except re.error as err:
-            raise CueError(f"invalid regular expression {pattern!r}: {err}", "eval") from None
-        if len(_regex_cache) < 4096:
-            _regex_cache[pattern] = rx
-    return rx
-
-
-def go_regex(pattern: str) -> str:
-    """RE2 syntax to Python's: the differences that show up in practice."""
-    return pattern.replace("(?P<", "(?P<").replace("\\z", "\\Z")
 
 
 def fmt(v: Any) -> str:

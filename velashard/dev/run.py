@@ -46,7 +46,7 @@ def chart_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(velashard.__file__))), "helm", "velashard")
 
 
-def install_chart(kubeconfig: str) -> Any:
+def install_chart(kubeconfig: str, http_allow: list[str] | tuple = ()) -> Any:
     """What the README tells users to run on a cluster: the chart with sharding, then the shard-manager addon.
     Returns the Helm configuration (its release records live in memory for the session)."""
     import helm_python as helm  # real Helm (the Go SDK), installed with velashard
@@ -61,6 +61,7 @@ def install_chart(kubeconfig: str) -> Any:
     release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
                                                         "shardAdmins": {"users": [ADMIN_USER]}},
                                            "authentication": {"groupPattern": "kubevela:*|system:masters"},
+                                           "workflow": {"http": {"allow": list(http_allow)}},
                                            "logFormat": "text"},
                     namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
     return release
@@ -108,7 +109,7 @@ def sample_app(i: int) -> dict[str, Any]:
 
 def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
             stop: threading.Event | None = None, refresh: float = 2.0, log_format: str = "text",
-            log_level: str = "warning") -> int:
+            log_level: str = "warning", http_allow: list[str] | tuple = ()) -> int:
     """Run until stop is set; 1 if the cluster could not be set up (said on err, with the log to read)."""
     os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     log_path = os.path.join(directory, "logs", "apiserver.log")
@@ -134,7 +135,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     try:
         install(client, definitions=False)  # the chart installs the built-in definitions, as for users
         step = "the chart"
-        release = install_chart(kubeconfig)
+        release = install_chart(kubeconfig, http_allow)
         step = ""
         kubelet.start()
         # The addon's Application acts as whoever wrote it: written once the master's webhook records authors

@@ -20,7 +20,7 @@ from velashard.workflow.providers.base import ActionBreak, ProviderError, Runtim
 MAX_ACTIONS = 64
 DO, PROVIDER, PARAMS, RETURNS = "#do", "#provider", "$params", "$returns"
 
-MakeRuntime = Callable[[str, Callable[[tuple], Any]], Runtime]  # (field label, tags at a path) -> Runtime
+MakeRuntime = Callable[[str, Callable[[tuple], Any], str], Runtime]  # (field label, tags at a path, where) -> Runtime
 
 
 class TemplateFailure(Exception):
@@ -94,7 +94,7 @@ def run_actions(program: Program, data: dict[str, Any], make_runtime: MakeRuntim
             continue
         current = instance
         rt = make_runtime(str(path[-1]).lstrip("\x00") if path else "",
-                          lambda rel, at=params_path: current.tags_at(at + rel))
+                          lambda rel, at=params_path: current.tags_at(at + rel), where(path))
         try:
             result = handler(params, rt)
         except ActionBreak:
@@ -105,6 +105,9 @@ def run_actions(program: Program, data: dict[str, Any], make_runtime: MakeRuntim
             raise  # this shard may no longer act for the app: the reconcile stops, no step fails
         except errors.KubeError as err:  # refused (403), unreachable...: the step errs and is tried again
             raise TemplateFailure(f"action {label}: {err.message}") from None
+        except (ValueError, TypeError, LookupError, OverflowError, UnicodeError) as err:
+            # bad input a provider did not foresee is the step's failure, never the reconcile's
+            raise TemplateFailure(f"action {label}: {type(err).__name__}: {err}") from None
         if result:
             fills.append((path if found.legacy else path + (RETURNS,), result))
             instance = run.instance = program.evaluate(data, fills)

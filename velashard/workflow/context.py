@@ -13,6 +13,17 @@ from velashard.cue.errors import CueError
 from velashard.workflow.data import plain
 
 VARS_KEY = "vars"  # the ConfigMap key KubeVela keeps the variables under
+# What a run may keep in its ConfigMap (the API server takes at most 1 MiB of a ConfigMap's data, and a request
+# of about 1.5 MiB): a step that would store more fails instead, and nothing it stored is kept.
+MAX_CONTEXT_BYTES = 768 << 10
+MAX_MESSAGE = 2048  # characters of a step's message in the app's status
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """A message cut to `limit` characters, saying so."""
+    if len(message) <= limit:
+        return message
+    return message[:limit - 40] + f"... ({len(message) - limit + 40} more characters)"
 
 
 class WorkflowContext:
@@ -64,6 +75,18 @@ class WorkflowContext:
     def delete_mutable(self, *parts: str) -> None:
         if self.mutable.pop(".".join(parts), None) is not None:
             self.modified = True
+
+    # --- its size, and going back ------------------------------------------------------------------------
+
+    def size(self) -> int:
+        """Bytes of its ConfigMap data, about."""
+        return len(json.dumps(self.vars, sort_keys=True)) + sum(len(k) + len(v) for k, v in self.mutable.items())
+
+    def state(self) -> tuple[str, dict[str, str], bool]:
+        return json.dumps(self.vars), dict(self.mutable), self.modified
+
+    def restore(self, state: tuple[str, dict[str, str], bool]) -> None:
+        self.vars, self.mutable, self.modified = json.loads(state[0]), dict(state[1]), state[2]
 
     # --- as ConfigMap data ---------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ expression over the steps' status, the inputs and the context. Pure, over plain 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from typing import Any, Protocol
 
@@ -12,12 +13,13 @@ from cachetools import LRUCache
 
 from velashard.cue.api import Program, compile_sources
 from velashard.cue.errors import CueError
-from velashard.workflow.context import WorkflowContext
+from velashard.workflow.context import MAX_CONTEXT_BYTES, WorkflowContext
 from velashard.workflow.data import get_path, plain, set_path, split_path
 from velashard.workflow.spec import StepSpec
 
 _CONDITIONS: LRUCache = LRUCache(maxsize=512)
 _LOCK = threading.Lock()
+MAX_OUTPUT_BYTES = 256 << 10  # one output's value, as JSON
 
 
 class StepValue(Protocol):
@@ -118,9 +120,11 @@ def output_value(value: StepValue, value_from: str) -> Any:
         raise first
 
 
-def set_outputs(step: StepSpec, value: StepValue | None, skipped: bool, context: WorkflowContext) -> str:
-    """Each output into the context (null when it has no value); the problems, as KubeVela words them."""
-    problems = []
+def set_outputs(step: StepSpec, value: StepValue | None, skipped: bool,
+                context: WorkflowContext) -> tuple[str, bool]:
+    """Each output into the context (null when it has no value); the problems, as KubeVela words them, and
+    whether an output was too large to keep (its value is then null: the step fails)."""
+    problems, too_large = [], False
     for item in step.outputs:
         result = None
         if value is not None:
@@ -129,5 +133,10 @@ def set_outputs(step: StepSpec, value: StepValue | None, skipped: bool, context:
             except CueError as err:
                 if not skipped:
                     problems.append(f"failed to get output from {item.value_from}: {err}")
+        size = len(json.dumps(result, sort_keys=True, default=str))
+        if size > MAX_OUTPUT_BYTES or context.size() + size > MAX_CONTEXT_BYTES:
+            problems.append(f"output {item.name} is {size} bytes: more than an output ({MAX_OUTPUT_BYTES}) or the "
+                            f"run's context ({MAX_CONTEXT_BYTES}) may hold")
+            result, too_large = None, True
         context.set_var(result, _var_path(item.name))
-    return "\n".join(problems)
+    return "\n".join(problems), too_large

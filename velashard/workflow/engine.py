@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from velashard.workflow import phases as ph
 from velashard.workflow.backoff import DEFAULTS, RunMemory, Settings, wait_interval
-from velashard.workflow.context import WorkflowContext
+from velashard.workflow.context import WorkflowContext, bounded
 from velashard.workflow.dataflow import condition_holds, input_value, inputs_view, set_outputs, with_inputs
 from velashard.workflow.runstate import (all_done, group_status, settle, state_of, suspend_wait, suspended,
                                          with_state)
@@ -333,9 +333,12 @@ class _Pass:
         elif not skip:
             value = self.run_task(step, status, op)
         if step.outputs and ph.is_finished(status["phase"], status.get("reason")):
-            problems = set_outputs(step, value, status["phase"] == ph.SKIPPED, self.context)
+            problems, too_large = set_outputs(step, value, status["phase"] == ph.SKIPPED, self.context)
             if problems:
-                status["message"] = problems
+                status["message"] = bounded(problems)
+            if too_large:
+                status.update(phase=ph.FAILED, reason=ph.OUTPUT)
+                op.terminated = True
         return status, op
 
     def run_task(self, step: StepSpec, status: dict[str, Any], op: _Operation) -> Any:

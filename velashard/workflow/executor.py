@@ -14,7 +14,9 @@ from velashard.workflow import phases as ph
 from velashard.workflow.backoff import DEFAULTS, Memories, Settings
 from velashard.workflow.context import WorkflowContext
 from velashard.workflow.delivery import Delivery
+from velashard.workflow.egress import EgressPolicy
 from velashard.workflow.engine import Outcome, Session, StepResult
+from velashard.workflow.outbound import Outbound
 from velashard.workflow.spec import Workflow
 from velashard.workflow.store import ContextStore
 from velashard.workflow.task import CueTasks, convert
@@ -26,6 +28,9 @@ class WorkflowEngine:
     settings: Settings = DEFAULTS
     store: ContextStore = field(default_factory=ContextStore)
     memories: Memories = field(default_factory=Memories)
+    # steps' calls to the outside run there (its `wake` re-enqueues their app), where the egress policy allows
+    outbound: Outbound = field(default_factory=Outbound)
+    egress: EgressPolicy = EgressPolicy()
 
     def execute(self, app: dict[str, Any], workflow: Workflow, previous: dict[str, Any], basic: dict[str, Any],
                 author: KubeClient, delivery: Delivery, lookup: Lookup, now: datetime) -> Outcome:
@@ -36,7 +41,9 @@ class WorkflowEngine:
         backend = previous.get("contextBackend")
         context = self.store.load(author, backend)
         memory = self.memories.of(_run(app, previous))
-        tasks = CueTasks(app, lookup, basic, author, delivery)
+        if self.outbound.has_results(str(app["metadata"].get("uid") or app["metadata"]["name"])):
+            memory.next_execute = None  # a call ended: its step goes on now, whatever the backoff said
+        tasks = CueTasks(app, lookup, basic, author, delivery, outbound=self.outbound, egress=self.egress)
         outcome = engine.run(convert(workflow, delivery.components()), previous, tasks, context, memory, now, basic,
                              self.settings)
         written = self.store.commit(author, app, backend, context)

@@ -13,6 +13,8 @@ from velashard.kube.client import KubeClient
 from velashard.workflow import phases as ph
 from velashard.workflow.context import WorkflowContext
 from velashard.workflow.delivery import Delivery
+from velashard.workflow.egress import EgressPolicy
+from velashard.workflow.outbound import Outbound
 
 LOCAL_CLUSTERS = ("", "local")
 
@@ -90,6 +92,10 @@ class Runtime:
     # the +patchKey/+patchStrategy comment tags at a path below the action's parameters
     tags: Callable[[tuple], Any] = field(default=lambda _path: None)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("velashard.workflow"))
+    action_path: str = ""  # where the action is in the template (a call's result is for that action)
+    # calls to the outside run there, apart from the reconcile workers (None: here, for a direct use)
+    outbound: Outbound | None = None
+    egress: EgressPolicy = EgressPolicy()
 
     @property
     def namespace(self) -> str:

@@ -71,6 +71,7 @@ SCHEMA = '''
 '''
 
 RESUME_AT = "resumeTimeStamp"
+MAX_SUSPEND, MAX_SUSPEND_TEXT = 100 * 365 * 86400.0, "100 years"  # beyond it a date overflows
 SUSPENDED_AT = "suspendTimeStamp"
 
 
@@ -135,6 +136,8 @@ def suspend(params: dict[str, Any], rt: Runtime) -> None:
             seconds = go_duration(params["duration"])
         except ValueError:
             raise ProviderError(f'suspend: duration "{params["duration"]}" is not a duration like 30s or 5m') from None
+        if seconds > MAX_SUSPEND:
+            raise ProviderError(f'suspend: duration "{params["duration"]}" is longer than {MAX_SUSPEND_TEXT}')
         ctx.set_mutable(_stamp(rt.now + timedelta(seconds=seconds)), sid, RESUME_AT)
         if seconds <= 0:
             return None

@@ -1,6 +1,7 @@
 """vela/http: one HTTP request per action (HTTPDo, and HTTPGet/Post/Put/Delete that fix the method), with a
-timeout, a rate limit, headers from Secrets, and TLS from a Secret holding `ca.crt` (the server's CA) and
-optionally `client.crt`/`client.key` (mutual TLS). Secrets are read as the app's author."""
+timeout (at most a minute), a rate limit, headers from Secrets, and TLS from a Secret holding `ca.crt` (the
+server's CA) and optionally `client.crt`/`client.key` (mutual TLS). Secrets are read as the app's author; the
+request is sent apart from the reconcile workers (calls.py) to where the egress policy allows (netcalls.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import time
 from collections import deque
 from typing import Any
 
-import urllib3
-
 from velashard.durations import go_duration
 from velashard.kube import errors
 from velashard.kube.resources import SECRETS
+from velashard.workflow import netcalls
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
+from velashard.workflow.providers.calls import outside
 
 SCHEMA = '''
 // Send a request; `$returns` holds the response (body, header, statusCode). A request that gets no response
@@ -71,7 +72,8 @@ SCHEMA = '''
 '''
 
 DEFAULT_TIMEOUT = 3.0
-MAX_BODY = 4 << 20
+MAX_TIMEOUT = 60.0  # a template's request.timeout: how long one call may hold an outbound thread
+MAX_BODY = 1 << 20  # the response body a step may read (it may go on into the run's context)
 
 
 class _RateLimiter:
@@ -176,41 +178,34 @@ def do(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
             timeout = go_duration(request["timeout"])
         except ValueError:
             raise ProviderError(f'request.timeout "{request["timeout"]}" is not a duration like 5s') from None
+        if not 0 < timeout <= MAX_TIMEOUT:
+            raise ProviderError(f'request.timeout "{request["timeout"]}": at most {MAX_TIMEOUT:g}s')
     limit = request.get("ratelimiter")
-    if isinstance(limit, dict):
-        try:
-            period = go_duration(limit.get("period"))
-        except ValueError:
-            raise ProviderError(f'ratelimiter.period "{limit.get("period")}" is not a duration') from None
-        if not _LIMITER.allow(f'{method}-{url.split("?")[0]}', int(limit.get("limit") or 0), period, time.monotonic()):
+    period = _period(limit) if isinstance(limit, dict) else 0.0
+
+    def admit() -> None:  # counted when the request is sent, not when its answer is taken
+        if isinstance(limit, dict) and not _LIMITER.allow(f'{method}-{url.split("?")[0]}',
+                                                          int(limit.get("limit") or 0), period, time.monotonic()):
             raise ProviderError("request exceeds the rate limiter")
     headers = _headers(rt, request) if request else {"Content-Type": "application/json"}
     context = _tls_context(rt, params["tls_config"]) if params.get("tls_config") else None
     body = request.get("body")
-    pool = urllib3.PoolManager(ssl_context=context, retries=False,
-                               timeout=urllib3.Timeout(total=timeout))
+    payload = body.encode() if isinstance(body, str) else None
+    policy = rt.egress
+
+    def send() -> dict[str, Any]:
+        answer = netcalls.request(policy, method, url, payload, headers, timeout, MAX_BODY, context)
+        return {"body": answer.body.decode("utf-8", "replace"), "header": answer.headers,
+                "statusCode": answer.status}
+
+    return outside(rt, f"{method} {url}", params, send, admit)
+
+
+def _period(limit: dict[str, Any]) -> float:
     try:
-        response = pool.request(method, url, body=body.encode() if isinstance(body, str) else None,
-                                headers=headers, preload_content=False)
-        try:
-            content = response.read(MAX_BODY + 1)
-        finally:
-            response.release_conn()
-    except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-        raise ProviderError(f"{method} {url}: {_reason(err)}") from None
-    finally:
-        pool.clear()
-    if len(content) > MAX_BODY:
-        raise ProviderError(f"{method} {url}: the response is larger than {MAX_BODY} bytes")
-    header: dict[str, list[str]] = {}
-    for key in response.headers:
-        header.setdefault(key, list(response.headers.getlist(key)))
-    return {"body": content.decode("utf-8", "replace"), "header": header, "statusCode": response.status}
-
-
-def _reason(err: Exception) -> str:
-    inner = getattr(err, "reason", None)
-    return str(inner or err)
+        return go_duration(limit.get("period"))
+    except ValueError:
+        raise ProviderError(f'ratelimiter.period "{limit.get("period")}" is not a duration') from None
 
 
 HANDLERS = {"do": do}

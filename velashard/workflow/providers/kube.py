@@ -1,7 +1,7 @@
 """vela/kube: objects in the cluster: apply (tracked as the app's, like KubeVela's Dispatch), patch, read, list and
 delete. Reads, lists and deletes go through the client that acts as the app's author; applies through core's
-Delivery, which applies as that author too. A read or list that fails says so in `$returns.err` (templates branch
-on it); an apply or patch that fails fails the step."""
+Delivery, which applies as that author too. A read, list or delete that fails says so in `$returns.err` (templates
+branch on it); a refusal (403) and an apply or patch that fails fail the step."""
 
 from __future__ import annotations
 
@@ -203,6 +203,8 @@ def read(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
     value = _object(params)
     try:
         return {"value": _get(rt, value)}
+    except errors.Forbidden as err:
+        raise ProviderError(err.message) from None  # a refusal fails the step, whatever the template does
     except (errors.KubeError, ProviderError) as err:
         return {"value": value, "err": _text(err)}
 
@@ -258,6 +260,8 @@ def list_objects(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
         res = _resource(rt, str(resource.get("apiVersion") or ""), str(resource.get("kind") or ""))
         selector = _selector(filt.get("matchingLabels"))
         items, _ = rt.client().list_all(res, (filt.get("namespace") or None) if res.namespaced else None, selector)
+    except errors.Forbidden as err:
+        raise ProviderError(err.message) from None
     except (errors.KubeError, ProviderError) as err:
         return {"values": {"apiVersion": resource.get("apiVersion", ""), "kind": kind, "items": []}, "err": _text(err)}
     return {"values": {"apiVersion": resource.get("apiVersion", ""), "kind": kind, "items": items}}
@@ -281,6 +285,8 @@ def delete(params: dict[str, Any], rt: Runtime) -> dict[str, Any] | None:
             client.delete(res, name, namespace if res.namespaced else None)
     except errors.NotFound:
         return None
+    except errors.Forbidden as err:
+        raise ProviderError(f"delete: {err.message}") from None
     except (errors.KubeError, ProviderError) as err:
         return {"value": value, "err": _text(err)}
     return None

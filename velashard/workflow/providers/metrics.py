@@ -1,19 +1,21 @@
 """vela/metrics: PromCheck, a Prometheus query compared with a condition until the result has held for
 `duration` (the check passes) or failed for `failDuration` (the check fails). It asks Prometheus' HTTP API
-(/api/v1/query) for one value; the times it started to hold or to fail are kept in the run's context."""
+(/api/v1/query) for one value, apart from the reconcile workers and where the egress policy allows (the answer
+is capped); the times it started to hold or to fail are kept in the run's context."""
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
-
-import urllib3
+from urllib.parse import urlencode
 
 from velashard.cue.api import compile_sources
 from velashard.cue.errors import CueError
 from velashard.durations import go_duration
+from velashard.workflow import netcalls
+from velashard.workflow.egress import EgressPolicy
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
+from velashard.workflow.providers.calls import outside
 
 SCHEMA = '''
 // `$returns.result` once the query's value has met the condition (e.g. ">=0.95") for `duration`; `$returns.failed`
@@ -38,25 +40,21 @@ SCHEMA = '''
 '''
 
 TIMEOUT = 10.0
+MAX_ANSWER = 1 << 20  # one value is a few hundred bytes; a larger answer is not Prometheus' (or not one value)
 
 
-def query_value(endpoint: str, query: str) -> str:
+def query_value(policy: EgressPolicy, endpoint: str, query: str, now: float) -> str:
     """The one value a query returns, as Prometheus writes it."""
-    pool = urllib3.PoolManager(retries=False, timeout=urllib3.Timeout(total=TIMEOUT))
-    url = endpoint.rstrip("/") + "/api/v1/query"
+    url = endpoint.rstrip("/") + "/api/v1/query?" + urlencode({"query": query, "time": f"{now:.3f}"})
+    answer = netcalls.request(policy, "GET", url, None, {}, TIMEOUT, MAX_ANSWER)
     try:
-        response = pool.request("GET", url, fields={"query": query, "time": f"{time.time():.3f}"})
-    except (urllib3.exceptions.HTTPError, OSError) as err:
-        raise ProviderError(f"query {url}: {getattr(err, 'reason', None) or err}") from None
-    finally:
-        pool.clear()
-    try:
-        answer = json.loads(response.data or b"{}")
+        parsed = json.loads(answer.body or b"{}")
     except ValueError:
-        raise ProviderError(f"query {url}: the answer is not JSON (HTTP {response.status})") from None
-    if answer.get("status") != "success":
-        raise ProviderError(f'query {url}: {answer.get("error") or f"HTTP {response.status}"}')
-    data = answer.get("data") or {}
+        raise ProviderError(f"query {url}: the answer is not JSON (HTTP {answer.status})") from None
+    if not isinstance(parsed, dict) or parsed.get("status") != "success":
+        problem = parsed.get("error") if isinstance(parsed, dict) else None
+        raise ProviderError(f'query {url}: {problem or f"HTTP {answer.status}"}')
+    data = parsed.get("data") or {}
     result = data.get("result")
     if data.get("resultType") == "scalar" and isinstance(result, list) and len(result) == 2:
         return str(result[1])
@@ -90,7 +88,10 @@ def _seconds(text: Any, what: str) -> float:
 
 
 def prom_check(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
-    value = query_value(str(params.get("metricEndpoint") or ""), str(params.get("query") or ""))
+    endpoint, query, policy, at = str(params.get("metricEndpoint") or ""), str(params.get("query") or ""), \
+        rt.egress, rt.now.timestamp()
+    value = outside(rt, f"the query {query!r} to {endpoint}", params,
+                    lambda: query_value(policy, endpoint, query, at))
     condition = str(params.get("condition") or "")
     now = rt.now.timestamp()
     ctx, sid = rt.context, rt.step_id

@@ -97,11 +97,12 @@ def log(params: dict[str, Any], rt: Runtime) -> None:
     data = params.get("data")
     if data is not None:
         text = data if isinstance(data, str) else json.dumps(data, sort_keys=True)
+        text = text[-MAX_LOGGED:]  # the controller's log line and what is kept: the end of what was logged
         step["data"] = True
         rt.log.info(text, extra=fields(key=f'{rt.namespace}/{rt.app["metadata"]["name"]}', step=rt.step_name,
                                        step_id=rt.step_id, level=params.get("level", 3)))
         logged = _table(rt, LOG_DATA)
-        logged[rt.step_name] = text[-MAX_LOGGED:]
+        logged[rt.step_name] = text
         rt.context.set_mutable(json.dumps(logged, sort_keys=True), LOG_DATA)
     source = params.get("source")
     if isinstance(source, dict):

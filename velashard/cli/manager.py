@@ -253,7 +253,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         DefinitionChecker(manager)
     if args.enable_sharding:
         # The load report rides on the shard's Lease, renewed every retry period.
-        manager.lease_annotations = lambda: load_annotations(len(apps.apps.store))
+        manager.lease_annotations = lambda: load_annotations(len(apps.apps.store), apps.reconciled.count())
         if args.shard_id != labels.MASTER_SHARD_ID:
             return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover

@@ -102,6 +102,10 @@ class ReconciledApps:
                 self._keys.discard(key)
             APPS_RECONCILED.set(len(self._keys))
 
+    def count(self) -> int:
+        with self._lock:
+            return len(self._keys)
+
 
 class ApplicationController:
     def __init__(self, manager: Manager, options: Options):

@@ -35,6 +35,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
+from velashard.kube.events import record
 from velashard.observability import fields
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
@@ -88,6 +89,7 @@ class ApplicationReconciler:
                 if self.finalizer_writes is not None:
                     self.finalizer_writes.wrote(app)
                 ctx = self.context(app)
+                self.placed_at_admission(app)
             problem = refusal(app, self.auth)
             if problem:
                 self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
@@ -100,6 +102,16 @@ class ApplicationReconciler:
             kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
             self.write_status(ctx, status, status.get("status") or "rendering", kept)
             raise Retry(f"the author was refused: {err.message}") from err
+
+    def placed_at_admission(self, app: dict[str, Any]) -> None:
+        """The Scheduled Event of an app the master's webhook placed, recorded by its shard at its first reconcile
+        (the webhook cannot: the app does not exist yet while it is admitted). One request per new app; the
+        scheduler records its own placements and moves (sharding/move.py)."""
+        meta = app["metadata"]
+        shard = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        if shard and (meta.get("annotations") or {}).get(labels.ASSIGNED_BY_WEBHOOK) == shard:
+            record(self.client, app, APPLICATIONS, "Normal", "Scheduled", f"scheduled to shard {shard} at admission",
+                   "velashard-webhook", {labels.EVENT_TO_SHARD: shard, labels.EVENT_MOVE_REASON: "admission"})
 
     def finalize(self, ctx: ReconcileContext) -> Result:
         """Delete what the app owns (as its author), then its trackers and revisions, then drop the finalizer."""

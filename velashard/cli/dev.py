@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--apps", type=int, default=0, help="sample applications to create (default 0)")
     parser.add_argument("--dir", default=".velashard", help="where kubeconfig, processes.json and logs go")
     parser.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
+    parser.add_argument("--dashboard-port", type=int, default=0,
+                        help="port of the dashboard on 127.0.0.1 (default: a free one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop, log_format=args.log_format,
-                       log_level=args.log_level)
+                       log_level=args.log_level, dashboard_port=args.dashboard_port)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
             raise UsageError(f"--port {args.port}: the port is in use (another velashard dev?); choose another, "

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
     "addon": ("velashard.cli.addon", "list, enable or disable addons (e.g. vela-core-shard-manager)"),
     "cue": ("velashard.cli.cue", "CUE: export, eval or vet files as the cue tool does (velashard's own evaluator)"),
+    "dashboard": ("velashard.cli.dashboard", "a web UI of shards, apps and moves on 127.0.0.1, with your own kubeconfig"),
     "def": ("velashard.cli.definitions", "write, check, apply and inspect definitions (KubeVela's vela def)"),
     "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
     "dry-run": ("velashard.cli.dryrun", "print the objects an application renders to, without applying them"),

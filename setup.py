@@ -30,6 +30,8 @@ setup(
             "hypothesis>=6.100",
             # a real SMTP server on loopback for the workflow's email provider (tests/integration/loopback.py)
             "aiosmtpd>=1.4",
+            # drives a real browser (Debian's chromium-headless-shell, which .ci/run installs) through the dashboard
+            "playwright>=1.40",
         ],
     },
     entry_points={"console_scripts": ["velashard=velashard.cli.main:main"]},

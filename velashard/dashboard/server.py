@@ -134,7 +134,7 @@ class Dashboard:
             response.headers.setdefault("X-Frame-Options", "DENY")
             response.headers.setdefault("Content-Security-Policy", "default-src 'self'; style-src 'self'; "
                                                                    "frame-ancestors 'none'")
-            response.headers.setdefault("Referrer-Policy", "no-referrer")
+            response.headers.setdefault("Referrer-Policy", "same-origin")  # no-referrer would make forms send Origin: null
             return response
 
         def page(template: str, fragment: bool, **data: Any) -> str:

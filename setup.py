@@ -12,6 +12,8 @@ setup(
     install_requires=[
         "kubernetes>=29",
         "Flask>=3.0",
+        # Flask's own server library: the dashboard serves with it directly, to bind 127.0.0.1 on a free port
+        "Werkzeug>=3.0",
         "gunicorn>=22",
         "cryptography>=42",
         "cachetools>=5.3",

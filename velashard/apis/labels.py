@@ -47,6 +47,9 @@ KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # On shard Leases (labelled with SHARD_ID): the shard's app count, its load report.
 APPS_ANNOTATION = "velashard.io/applications"
+# On Applications: how long the workflow may run before the app gets WorkflowDeadline=False (a Go duration;
+# the controller's --workflow-deadline otherwise).
+WORKFLOW_DEADLINE = "velashard.io/workflow-deadline"
 # Beside it: how many of them the shard has reconciled since they arrived (equal once a takeover is complete).
 RECONCILED_ANNOTATION = "velashard.io/reconciled"
 

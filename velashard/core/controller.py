@@ -13,6 +13,7 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_D
 from velashard.core.apply import Applier
 from velashard.core.authors import AuthConfig
 from velashard.core.echoes import OwnWrites
+from velashard.core.appmetrics import PHASES
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
@@ -20,6 +21,7 @@ from velashard.core.rendering import Definitions
 from velashard.core.revisions import Revisions
 from velashard.core.tracker import Trackers
 from velashard.kube.controller import Controller, Result, Retry, Terminal
+from velashard.kube.informer import EventHandler
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
 from velashard.kube.store import label_index
@@ -55,6 +57,11 @@ class Options:
     auth: AuthConfig = AuthConfig()
     # --max-workflow-wait-backoff-time, --max-workflow-failed-backoff-time, --max-workflow-step-error-retry-times
     workflow: Settings = Settings()
+    # --workflow-deadline: an app whose run has not finished this long after it started gets WorkflowDeadline=False
+    # (its annotation velashard.io/workflow-deadline says otherwise for one app); 0: no deadline.
+    workflow_deadline: float = 1800.0
+    # --unconverged-threshold: apps not converged for longer count in velashard_applications_not_converged.
+    unconverged_threshold: float = 600.0
 
 
 def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -146,6 +153,12 @@ class ApplicationController:
                                                                      options.resync_period),
             options.waiting_requeue, options.auth, self.step_definition, WorkflowEngine(options.workflow),
             self.finalizer_writes)
+        self.reconciler.workflow_deadline = options.workflow_deadline
+        shard = manager.shard_id
+        PHASES.threshold(shard, options.unconverged_threshold)
+        self.apps.add_handler(EventHandler(lambda app: PHASES.observe(shard, app),
+                                           lambda _old, app: PHASES.observe(shard, app),
+                                           lambda app: PHASES.forget(shard, app)))
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:

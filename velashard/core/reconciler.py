@@ -63,6 +63,7 @@ class ApplicationReconciler:
                                         self.trait_health)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
         self.auth = auth
+        self.workflow_deadline = 0.0  # --workflow-deadline: a run unfinished longer gets WorkflowDeadline=False
 
     def context(self, app: dict[str, Any]) -> ReconcileContext:
         """The reconcile's state, with the client that acts as the app's author (with authentication off: as
@@ -278,6 +279,13 @@ class ApplicationReconciler:
         status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
         status["policy"] = app_status.policy_status(spec)
         conditions.extend(app_status.workflow_conditions(result.workflow, result.health, now))
+        overdue = aw.deadline(result.workflow, (app["metadata"].get("annotations") or {}).get(
+            labels.WORKFLOW_DEADLINE), self.workflow_deadline, moment)
+        if overdue is not None:
+            ok, reason, message, due_in = overdue
+            conditions.append(app_status.condition("WorkflowDeadline", ok, reason, message, now))
+            if due_in is not None:  # come back when it is due, to say so
+                restart_in = min(restart_in, due_in) if restart_in else due_in
         if not result.ran and not ctx.forbidden:
             # no step ran (the run settled, or waits out its backoff): a refusal a step met stays said
             refusal = next((c for c in (app.get("status") or {}).get("conditions") or []

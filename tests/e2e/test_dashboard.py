@@ -4,6 +4,7 @@ cluster. Screenshots of each page go to the test's tmp directory (`dashboard-*.p
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not os.path.exists(BROWSER),
 
 APPROVAL = """apiVersion: core.oam.dev/v1beta1
 kind: Application
-metadata: {name: gated, namespace: %s}
+metadata: {name: gated, namespace: %s, annotations: {velashard.io/workflow-deadline: 3s}}
 spec:
   components:
   - name: gated
@@ -129,6 +130,17 @@ def test_the_fleet_shows_the_shards_and_the_apps(dev, browser, shots):
     eventually(lambda: page.locator("table.apps tbody tr").count() == 21, timeout=10)  # and the addon's app
     page.screenshot(path=str(shots / "dashboard-apps.png"), full_page=True)
     assert not errors, errors
+    # Placements at admission are Events on the apps; each shard counts its apps by phase for Prometheus.
+    scheduled = dev.kube.list(EVENTS, "default", field_selector="reason=Scheduled")["items"]
+    assert {e["involvedObject"]["name"] for e in scheduled} >= {f"sample-{i}" for i in range(20)}
+    assert {(e["metadata"].get("annotations") or {}).get(labels.EVENT_MOVE_REASON) for e in scheduled} == {"admission"}
+    shard = next(p for p in json.loads((dev.directory / "processes.json").read_text())
+                 if p["name"].startswith("velashard-shard-0-"))
+    with urllib.request.urlopen(f'http://127.0.0.1:{shard["ports"]["metrics"]}/metrics', timeout=10) as resp:
+        metrics = resp.read().decode()
+    in_phase = re.search(r'^velashard_application_phase\{phase="running",shard="shard-0"\} (\d+)', metrics, re.M)
+    assert in_phase and int(float(in_phase.group(1))) >= 1, metrics
+    assert re.search(r'^velashard_applications_not_converged\{shard="shard-0"\} 0', metrics, re.M)
 
 
 def test_cli_status_ls_up_and_delete_as_kubevela_users_type_them(dev):
@@ -177,6 +189,13 @@ def test_a_suspended_app_is_resumed_from_its_page(dev, browser, shots):
     def phase() -> str:
         return (dev.kube.get(APPLICATIONS, "gated", "default").get("status") or {}).get("status") or ""
     eventually(lambda: phase() == "workflowSuspending", timeout=60, interval=0.5)
+
+    def deadline() -> dict | None:
+        return next((c for c in dev.kube.get(APPLICATIONS, "gated", "default")["status"].get("conditions") or []
+                     if c["type"] == "WorkflowDeadline"), None)
+    # suspended past its annotation's deadline (3s): the app says so, without anything else waking it
+    eventually(lambda: (deadline() or {}).get("reason") == "DeadlineExceeded", timeout=60, interval=0.5)
+    assert deadline()["status"] == "False" and "annotation 3s" in deadline()["message"]
     page, errors = new_page(browser)
     page.goto(dev.url)  # it needs attention, with a link to its page
     eventually(lambda: page.locator("table.attention a", has_text="default/gated").count() == 1, timeout=15)
@@ -188,6 +207,7 @@ def test_a_suspended_app_is_resumed_from_its_page(dev, browser, shots):
     page.click("button[type=submit]")  # the confirmation
     assert page.inner_text("#result") == "workflow resumed"
     eventually(lambda: phase() == "running", timeout=60, interval=0.5)
+    assert deadline() is None  # finished: no deadline left to miss
     page.goto(dev.url + "app/default/gated")
     eventually(lambda: "succeeded" in page.locator(".timeline").inner_text(), timeout=15)
     assert not errors, errors

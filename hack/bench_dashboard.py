@@ -13,6 +13,7 @@ dashboard` runs as its own process with the admin's kubeconfig, and this script 
   `--window` seconds of steady state while no page is open: goal none but its watches (no request per app).
 
     nice -n 19 python hack/bench_dashboard.py --apps 12000 [--shards 2] [--window 60] [--requests 200]
+                                              [--running-timeout 3600]
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--window", type=float, default=60.0, help="seconds of steady state to audit")
     parser.add_argument("--requests", type=int, default=200, help="requests per page kind")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every app to run")
+    parser.add_argument("--running-timeout", type=float, default=3600.0,
+                        help="seconds to wait for every app to run before measuring (on a machine too busy for all "
+                             "to run soon, a short one measures the dashboard among apps still converging, whose "
+                             "status writes it follows meanwhile)")
     args = parser.parse_args()
     result: dict = {"commit": _commit(), "apps": args.apps, "shards": args.shards}
     with Cluster() as cluster:
@@ -73,10 +77,10 @@ def main() -> int:
             cluster.start(f"shard-{i}", shard=f"shard-{i}")
         tracker = AppTracker(cluster.client, APPS_NS).start()
         first = create_apps(cluster, args.apps)
-        if not tracker.wait(lambda: tracker.running() >= args.apps, args.timeout):
-            result["timed_out_running"] = tracker.running()
-        result["seconds_to_all_running"] = round(time.monotonic() - first, 1)
-        tracker.stop()
+        result["seconds_to_create"] = round(time.monotonic() - first, 1)
+        if tracker.wait(lambda: tracker.running() >= args.apps, args.running_timeout):
+            result["seconds_to_all_running"] = round(time.monotonic() - first, 1)
+        result["running_when_the_dashboard_started"] = tracker.running()
         port = free_port()
         seq = dashboard_requests(cluster, 1 << 62)[1]
         started = time.monotonic()
@@ -110,7 +114,9 @@ def main() -> int:
             pages, seq = dashboard_requests(cluster, seq)
             result["requests_per_app_page_view"] = round(len(pages) / args.requests, 2)
             result["dashboard_rss_mib"] = round(rss_kib(dash.pid) / 1024, 1)
+            result["running_when_measured"] = tracker.running()
         finally:
+            tracker.stop()
             dash.terminate()
             dash.wait(30)
     result["goals"] = {"apps_and_app_page_p99_ms_at_most_200": max(result["apps_page"]["p99_ms"],

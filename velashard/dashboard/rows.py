@@ -27,6 +27,7 @@ class AppRow:
     refused: tuple[str, ...]  # types of the Authorized / Rendered conditions that are False
     since: str  # RFC 3339: since when it has not converged ("" when it has)
     message: str
+    since_epoch: float = 0.0  # the same in seconds (0 when converged), parsed once, not on every page
 
     @property
     def key(self) -> str:
@@ -74,12 +75,12 @@ def row_of(app: dict[str, Any]) -> AppRow:
         stamps = [c.get("lastTransitionTime") or "" for c in conditions if c.get("status") == "False"]
         since = min([s for s in stamps if s] or [meta.get("creationTimestamp") or ""])
     author = notes.get(labels.APP_USERNAME) or notes.get(labels.APP_GROUP) or ""
+    moment = parse_time(since)
     return AppRow(meta.get("namespace") or "", meta.get("name") or "", shard, phase, health,
                   meta.get("creationTimestamp") or "", not shard or bool(notes.get(labels.ASSIGNMENT_PROOF)), author,
-                  refused, since, message[:300])
+                  refused, since, message[:300], moment.timestamp() if moment else 0.0)
 
 
 def not_converged_for(row: AppRow, now: datetime) -> float:
     """Seconds the app has gone without converging (0 when it has)."""
-    since = parse_time(row.since)
-    return max(0.0, (now - since).total_seconds()) if since else 0.0
+    return max(0.0, now.timestamp() - row.since_epoch) if row.since_epoch else 0.0

@@ -29,6 +29,7 @@ from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
 
 TREE_TTL = 2.0  # an app page's tree is read at most this often, however often its data changes
+FLEET_TTL = 1.0  # the fleet's model is made at most this often: pages change with a debounce of 0.5 s anyway
 
 
 def _age(stamp: str, now: Any) -> str:
@@ -49,12 +50,23 @@ class Dashboard:
         self.discovery = Discovery(client)
         self._trees: dict[str, tuple[float, Any]] = {}
         self._trees_lock = threading.Lock()
+        self._fleet: tuple[float, dict[str, Any]] = (-FLEET_TTL, {})
         self.allowed_hosts: set[str] = set()
         self.app = self._flask()
 
     # --- view data ---------------------------------------------------------------------------------
 
     def fleet(self) -> dict[str, Any]:
+        with self._trees_lock:
+            made, model = self._fleet
+        if time.monotonic() - made < FLEET_TTL:
+            return model
+        model = self._make_fleet()
+        with self._trees_lock:
+            self._fleet = (time.monotonic(), model)
+        return model
+
+    def _make_fleet(self) -> dict[str, Any]:
         members, pods, leases = self.sources.fleet_data()
         rows, now = self.sources.rows(), self.sources.now()
         needing, total = attention(rows, members, now, self.stuck_after)

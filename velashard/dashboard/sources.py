@@ -62,6 +62,8 @@ class Sources:
         self.clock = clock
         self._lock = threading.Lock()
         self._rows: dict[str, AppRow] = {}
+        self._sorted: tuple[int, list[AppRow]] = (-1, [])  # (version, rows by namespace and name)
+        self._version = 0  # counts changes of the rows
         self._moves: dict[str, Move] = {}  # event key -> a placement other than at admission, a move or a drain
         self._seen: dict[str, LeaseSeen] = {}
         self._reconciled: dict[tuple[str, str], str] = {}  # episode -> when every app was seen reconciled
@@ -107,6 +109,8 @@ class Sources:
         with self._lock:
             before = self._rows.get(row.key)
             self._rows[row.key] = row
+            if before != row:
+                self._version += 1
         if before != row:
             self.hub.touch("apps", "fleet", f"app:{row.key}")
 
@@ -114,6 +118,7 @@ class Sources:
         key = f'{app["metadata"].get("namespace", "")}/{app["metadata"]["name"]}'
         with self._lock:
             self._rows.pop(key, None)
+            self._version += 1
         self.hub.touch("apps", "fleet", f"app:{key}")
 
     def _event_changed(self, event: dict[str, Any]) -> None:
@@ -169,8 +174,20 @@ class Sources:
     # --- what pages read ---------------------------------------------------------------------------
 
     def rows(self) -> list[AppRow]:
+        """Every row, by namespace and name (sorted once per change, not once per page)."""
         with self._lock:
-            return list(self._rows.values())
+            version, rows = self._sorted
+            if version == self._version:
+                return rows
+            version, unsorted = self._version, list(self._rows.values())
+        rows = sorted(unsorted, key=lambda r: (r.namespace, r.name))
+        with self._lock:
+            self._sorted = (version, rows)
+        return rows
+
+    def version(self) -> int:
+        with self._lock:
+            return self._version
 
     def moves(self) -> list[Move]:
         with self._lock:

@@ -7,10 +7,13 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["velashard", "velashard.*"]),
     include_package_data=True,
-    package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue"]},
+    package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue", "dashboard/templates/*.html",
+                                 "dashboard/static/*"]},
     install_requires=[
         "kubernetes>=29",
         "Flask>=3.0",
+        # Flask's own server library: the dashboard serves with it directly, to bind 127.0.0.1 on a free port
+        "Werkzeug>=3.0",
         "gunicorn>=22",
         "cryptography>=42",
         "cachetools>=5.3",
@@ -32,6 +35,8 @@ setup(
             "hypothesis>=6.100",
             # a real SMTP server on loopback for the workflow's email provider (tests/integration/loopback.py)
             "aiosmtpd>=1.4",
+            # drives a real browser (Debian's chromium-headless-shell, which .ci/run installs) through the dashboard
+            "playwright>=1.40",
         ],
     },
     entry_points={"console_scripts": ["velashard=velashard.cli.main:main"]},

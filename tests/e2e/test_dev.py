@@ -129,7 +129,9 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
     # Piped, dev prints one line per change, never its table, and no log line: those are in DIR/logs/.
     assert "velashard dev —" not in out and not re.search(r"\b(WARNING|ERROR|INFO)\b", out), out
     changes = [line.split(" ", 1)[1] for line in output if re.match(r"\d\d:\d\d:\d\d ", line)]
-    assert len(changes) == len(output) - 2, out  # and the two lines that say it started and stopped
+    # and the lines that say it started (with the dashboard's URL) and stopped
+    assert len(changes) == len(output) - 3, out
+    assert any(re.fullmatch(r"velashard dev: dashboard http://127\.0\.0\.1:\d+/\n", line) for line in output), out
     for i in range(20):
         app = f"default/sample-{i}"
         assert sum(line.startswith(f"app {app} placed on shard-") for line in changes) == 1, out

@@ -134,6 +134,13 @@ def test_only_velashard_dev_imports_velashard_dev():
     assert not bad, "only velashard/dev/ and velashard/cli/dev.py may import velashard.dev:\n" + _show(bad)
 
 
+def test_only_its_command_imports_the_dashboard():
+    bad = [i for p in _files("velashard", "hack") if not _rel(p).startswith("velashard/dashboard/")
+           and _rel(p) != "velashard/cli/dashboard.py" for i in imports_of(p) if _in(i.target, "velashard.dashboard")]
+    assert not bad, "only velashard/cli/dashboard.py imports velashard.dashboard (dev runs it as a process):\n" + \
+        _show(bad)
+
+
 def test_the_apiserver_never_imports_dev():
     bad = [i for p in _files("velashard/apiserver") for i in imports_of(p) if _in(i.target, "velashard.dev")]
     assert not bad, "velashard.apiserver imports velashard.dev:\n" + _show(bad)
@@ -279,6 +286,7 @@ PACKAGE_IMPORTS = {
     "sharding": {"apis", "kube", "observability"},
     "core": {"apis", "kube", "cue", "patch", "sharding", "workflow", "observability", "durations"},
     "webhook": {"apis", "kube", "core", "sharding", "workflow", "observability", "httpdate"},
+    "dashboard": {"apis", "kube", "core", "sharding", "workflow", "observability"},
 }
 
 

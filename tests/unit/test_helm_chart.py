@@ -92,6 +92,18 @@ def test_sharding_on_with_gates_pdb_and_placement():
     validate(build_parser().parse_args(args), build_parser())
 
 
+def test_an_optional_pod_monitor_scrapes_the_master_and_the_shards():
+    assert not [d for d in render({"sharding": {"enabled": True}}) if d["kind"] == "PodMonitor"]
+    docs = render({"sharding": {"enabled": True}, "metrics": {"podMonitor": {"enabled": True,
+                                                                              "labels": {"release": "prom"}}}})
+    monitor = find(docs, "PodMonitor")
+    pod_labels = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert helm.lint(CHART, {"metrics": {"podMonitor": {"enabled": True}}})["errors"] == []
+
+
 def test_shard_label_guard_is_the_one_velashard_install_ships():
     from velashard.apiserver.admission.policy import validate_binding, validate_policy
     from velashard.sharding.guard import guard_objects

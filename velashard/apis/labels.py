@@ -14,6 +14,13 @@ ASSIGNED_BY_WEBHOOK = "controller.core.oam.dev/shard-assigned-by-webhook"
 # shard hands an app without a valid one back to the scheduler instead of running it.
 ASSIGNMENT_PROOF = "controller.core.oam.dev/shard-assignment-proof"
 MASTER_SHARD_ID = "master"
+# Annotations on the Events of a placement, a move or a drain (Scheduled, Rescheduled, Draining): the shards and
+# why, as data for readers such as the dashboard (the message says the same in words).
+EVENT_FROM_SHARD = "velashard.io/from-shard"
+EVENT_TO_SHARD = "velashard.io/to-shard"
+EVENT_MOVE_REASON = "velashard.io/reason"
+# When the master first saw the shard an orphaned app left unavailable (RFC 3339): a failover's t0.
+EVENT_SHARD_LOST_AT = "velashard.io/shard-lost-at"
 
 # Discovery: controller pods carry this label.
 POD_NAME_LABEL = "app.kubernetes.io/name"
@@ -40,6 +47,11 @@ KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # On shard Leases (labelled with SHARD_ID): the shard's app count, its load report.
 APPS_ANNOTATION = "velashard.io/applications"
+# On Applications: how long the workflow may run before the app gets WorkflowDeadline=False (a Go duration;
+# the controller's --workflow-deadline otherwise).
+WORKFLOW_DEADLINE = "velashard.io/workflow-deadline"
+# Beside it: how many of them the shard has reconciled since they arrived (equal once a takeover is complete).
+RECONCILED_ANNOTATION = "velashard.io/reconciled"
 
 # On Applications: who wrote the app (KubeVela's AuthenticateApplication). The mutating webhook records the
 # requesting user and the groups that match the group pattern (comma-separated); the controller acts as them.

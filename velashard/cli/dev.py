@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workflow-http-allow", default="", metavar="ADDRESS[:PORT],...",
                         help="servers on this machine that workflow steps may call (the chart's workflow.http.allow; "
                              "loopback is refused otherwise), e.g. 127.0.0.1:8080")
+    parser.add_argument("--dashboard-port", type=int, default=0,
+                        help="port of the dashboard on 127.0.0.1 (default: a free one)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop, log_format=args.log_format,
-                       log_level=args.log_level, http_allow=allow)
+                       log_level=args.log_level, http_allow=allow, dashboard_port=args.dashboard_port)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
             raise UsageError(f"--port {args.port}: the port is in use (another velashard dev?); choose another, "

@@ -22,14 +22,19 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "apiserver": ("velashard.cli.apiserver", "run the embedded Kubernetes API server"),
     "addon": ("velashard.cli.addon", "list, enable or disable addons (e.g. vela-core-shard-manager)"),
     "cue": ("velashard.cli.cue", "CUE: export, eval or vet files as the cue tool does (velashard's own evaluator)"),
+    "dashboard": ("velashard.cli.dashboard", "a web UI of shards, apps and moves on 127.0.0.1, with your own kubeconfig"),
     "def": ("velashard.cli.definitions", "write, check, apply and inspect definitions (KubeVela's vela def)"),
     "dev": ("velashard.cli.dev", "run a sharded velashard on this machine with a live view, until Ctrl-C"),
+    "delete": ("velashard.cli.delete", "delete an application and wait until what it made is collected (vela delete)"),
     "dry-run": ("velashard.cli.dryrun", "print the objects an application renders to, without applying them"),
     "install": ("velashard.cli.install", "install or upgrade the CRDs and built-in definitions"),
+    "ls": ("velashard.cli.ls", "list applications with their components, health and shard (vela ls)"),
     "resume": ("velashard.cli.resume", "resume an application's suspended workflow"),
     "workflow": ("velashard.cli.workflow", "suspend, resume, terminate, restart, roll back an app's workflow; its logs"),
     "reschedule": ("velashard.cli.reschedule", "move an application to another shard, with its revisions and trackers"),
     "shards": ("velashard.cli.shards", "list shards: ready pods, leader, apps, heartbeat, availability"),
+    "status": ("velashard.cli.status", "an application's status, resource tree or endpoints (vela status)"),
+    "up": ("velashard.cli.up", "apply an application from a file, and wait until it runs (vela up -f)"),
 }
 
 

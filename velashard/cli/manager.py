@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-keep-interval", type=duration, default=60.0,
                    help="time between re-applies that undo drift of managed resources when they are not cached, "
                         "e.g. 1m (default 1m)")
+    p.add_argument("--workflow-deadline", type=duration, default=1800.0,
+                   help="an app whose workflow has not finished this long after it started gets the condition "
+                        "WorkflowDeadline=False; per app: annotation velashard.io/workflow-deadline (default 30m; "
+                        "0: none)")
+    p.add_argument("--unconverged-threshold", type=duration, default=600.0,
+                   help="apps not converged for longer count in velashard_applications_not_converged (default 10m)")
     p.add_argument("--application-re-sync-period", type=duration, default=300.0,
                    help="time between periodic re-syncs of every application, from the caches, e.g. 5m (default 5m)")
     p.add_argument("--cache-managed-resources", action=GoBool, default=True,
@@ -284,6 +290,8 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                      shard_selector=selector,
                                                      cache_managed=args.cache_managed_resources,
                                                      resync_period=args.application_re_sync_period,
+                                                     workflow_deadline=args.workflow_deadline,
+                                                     unconverged_threshold=args.unconverged_threshold,
                                                      assignment_key_namespace=args.namespace if args.enable_sharding
                                                      else None, auth=auth,
                                                      workflow=WorkflowSettings(
@@ -295,7 +303,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         DefinitionChecker(manager)
     if args.enable_sharding:
         # The load report rides on the shard's Lease, renewed every retry period.
-        manager.lease_annotations = lambda: load_annotations(len(apps.apps.store))
+        manager.lease_annotations = lambda: load_annotations(len(apps.apps.store), apps.reconciled.count())
         if args.shard_id != labels.MASTER_SHARD_ID:
             return
     static = [s for s in (args.schedulable_shards or "").split(",") if s] or None  # empty means discover

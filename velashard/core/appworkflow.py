@@ -51,6 +51,30 @@ def restart_due(annotation: str | None, workflow: dict[str, Any], now: datetime)
     return True, False, None
 
 
+def deadline(workflow: dict[str, Any], annotation: str | None, default: float, now: datetime
+             ) -> tuple[bool, str, str, float | None] | None:
+    """The WorkflowDeadline condition of a run not finished (suspended ones included: a run waiting for an
+    approval nobody gives hangs too) as (ok, reason, message, seconds until it is due); None for a finished or
+    terminated run, or without a deadline. The annotation's Go duration wins over the controller's default."""
+    if not workflow or workflow.get("finished") or workflow.get("terminated"):
+        return None
+    limit, said = default, ""
+    if annotation:
+        try:
+            limit, said = go_duration(annotation), annotation
+        except ValueError:
+            said = ""
+    started = ph.parse_timestamp(workflow.get("startTime"))
+    if limit <= 0 or started is None:
+        return None
+    due = started + timedelta(seconds=limit)
+    source = f"annotation {said}" if said else f"--workflow-deadline {int(limit)}s"
+    if now < due:
+        return True, "WithinDeadline", f"due at {ph.timestamp(due)} ({source})", (due - now).total_seconds()
+    return False, "DeadlineExceeded", f"the workflow has not finished within its deadline ({source}): started at " \
+                                      f"{workflow.get('startTime')}", None
+
+
 def _rfc3339(text: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -11,6 +11,7 @@ from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
 from velashard.core.apply import Applier
+from velashard.core.appmetrics import PHASES
 from velashard.core.authors import AuthConfig
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
@@ -22,6 +23,7 @@ from velashard.core.tracker import Trackers
 from velashard.core.usage import COMPONENT, POLICY, STEP, TRAIT, UsageIndex
 from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
+from velashard.kube.informer import EventHandler
 from velashard.kube.manager import Manager
 from velashard.kube.store import label_index
 from velashard.kube.transforms import without
@@ -59,6 +61,11 @@ class Options:
     workflow: Settings = Settings()
     # where steps may send requests (--workflow-http-block-loopback, --workflow-http-block-private, ...)
     egress: EgressPolicy = EgressPolicy()
+    # --workflow-deadline: an app whose run has not finished this long after it started gets WorkflowDeadline=False
+    # (its annotation velashard.io/workflow-deadline says otherwise for one app); 0: no deadline.
+    workflow_deadline: float = 1800.0
+    # --unconverged-threshold: apps not converged for longer count in velashard_applications_not_converged.
+    unconverged_threshold: float = 600.0
 
 
 def _operated(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -106,6 +113,10 @@ class ReconciledApps:
                 self._keys.discard(key)
             APPS_RECONCILED.set(len(self._keys))
 
+    def count(self) -> int:
+        with self._lock:
+            return len(self._keys)
+
 
 class ApplicationController:
     def __init__(self, manager: Manager, options: Options):
@@ -149,6 +160,12 @@ class ApplicationController:
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue, options.auth, self.step_definition, self.engine, self.finalizer_writes)
+        self.reconciler.workflow_deadline = options.workflow_deadline
+        shard = manager.shard_id
+        PHASES.threshold(shard, options.unconverged_threshold)
+        self.apps.add_handler(EventHandler(lambda app: PHASES.observe(shard, app),
+                                           lambda _old, app: PHASES.observe(shard, app),
+                                           lambda app: PHASES.forget(shard, app)))
         self.reconciled = ReconciledApps()
         reconcile = self._counted
         if sel:

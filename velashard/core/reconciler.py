@@ -36,6 +36,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
+from velashard.kube.events import record
 from velashard.observability import fields
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
@@ -61,6 +62,7 @@ class ApplicationReconciler:
                                         self.trait_health)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
         self.auth = auth
+        self.workflow_deadline = 0.0  # --workflow-deadline: a run unfinished longer gets WorkflowDeadline=False
 
     def context(self, app: dict[str, Any]) -> ReconcileContext:
         """The reconcile's state, with the client that acts as the app's author (with authentication off: as
@@ -87,6 +89,7 @@ class ApplicationReconciler:
                 if self.finalizer_writes is not None:
                     self.finalizer_writes.wrote(app)
                 ctx = self.context(app)
+                self.placed_at_admission(app)
             problem = refusal(app, self.auth)
             if problem:
                 self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
@@ -99,6 +102,16 @@ class ApplicationReconciler:
             kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
             self.write_status(ctx, status, status.get("status") or "rendering", kept)
             raise Retry(f"the author was refused: {err.message}") from err
+
+    def placed_at_admission(self, app: dict[str, Any]) -> None:
+        """The Scheduled Event of an app the master's webhook placed, recorded by its shard at its first reconcile
+        (the webhook cannot: the app does not exist yet while it is admitted). One request per new app; the
+        scheduler records its own placements and moves (sharding/move.py)."""
+        meta = app["metadata"]
+        shard = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
+        if shard and (meta.get("annotations") or {}).get(labels.ASSIGNED_BY_WEBHOOK) == shard:
+            record(self.client, app, APPLICATIONS, "Normal", "Scheduled", f"scheduled to shard {shard} at admission",
+                   "velashard-webhook", {labels.EVENT_TO_SHARD: shard, labels.EVENT_MOVE_REASON: "admission"})
 
     def finalize(self, ctx: ReconcileContext) -> Result:
         """Delete what the app owns (as its author), then its trackers and revisions, then drop the finalizer."""
@@ -269,6 +282,13 @@ class ApplicationReconciler:
         status["appliedResources"] = app_status.applied_resources(sorted(desired_refs.values(), key=ref_key))
         status["policy"] = app_status.policy_status(spec)
         conditions.extend(app_status.workflow_conditions(result.workflow, result.health, now))
+        overdue = aw.deadline(result.workflow, (app["metadata"].get("annotations") or {}).get(
+            labels.WORKFLOW_DEADLINE), self.workflow_deadline, moment)
+        if overdue is not None:
+            ok, reason, message, due_in = overdue
+            conditions.append(app_status.condition("WorkflowDeadline", ok, reason, message, now))
+            if due_in is not None:  # come back when it is due, to say so
+                restart_in = min(restart_in, due_in) if restart_in else due_in
         if not result.ran and not ctx.forbidden:
             # no step ran (the run settled, or waits out its backoff): a refusal a step met stays said
             refusal = next((c for c in (app.get("status") or {}).get("conditions") or []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -109,7 +110,7 @@ def sample_app(i: int) -> dict[str, Any]:
 
 def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
             stop: threading.Event | None = None, refresh: float = 2.0, log_format: str = "text",
-            log_level: str = "warning", http_allow: list[str] | tuple = ()) -> int:
+            log_level: str = "warning", http_allow: list[str] | tuple = (), dashboard_port: int = 0) -> int:
     """Run until stop is set; 1 if the cluster could not be set up (said on err, with the log to read)."""
     os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     log_path = os.path.join(directory, "logs", "apiserver.log")
@@ -131,6 +132,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
                            on_change=lambda processes: _write_processes(directory, server, log_path, processes))
     view = DevView(client, out, err)
     release = None
+    dashboard = None
     step = "the CRDs"
     try:
         install(client, definitions=False)  # the chart installs the built-in definitions, as for users
@@ -159,6 +161,9 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
             client.create(APPLICATIONS, sample_app(i))
         print(f"velashard dev: API server {server.url}; kubeconfig {kubeconfig}; logs {os.path.dirname(log_path)}/",
               file=out, flush=True)
+        dashboard = DashboardProcess(kubeconfig, directory, dashboard_port)
+        print(f"velashard dev: dashboard {dashboard.url or '(did not start: see ' + dashboard.log + ')'}",
+              file=out, flush=True)
         while True:
             view.watch_processes(kubelet.processes())
             view.refresh()
@@ -175,12 +180,47 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         print(f"velashard dev: {step} did not install: {error}\n  the log: {log_path}", file=err, flush=True)
         return 1
     finally:
+        if dashboard is not None:
+            dashboard.stop()
         kubelet.stop()
         if release is not None:
             release.close()
         server.stop()
     print("velashard dev: stopped", file=out, flush=True)
     return 0
+
+
+class DashboardProcess:
+    """`velashard dashboard` with the dev user's kubeconfig, as a process of its own (as a user would run it); its
+    URL is the first line it prints."""
+
+    def __init__(self, kubeconfig: str, directory: str, port: int, timeout: float = 60.0):
+        self.log = os.path.join(directory, "logs", "dashboard.log")
+        self.url = ""
+        with open(self.log, "ab") as log_file:
+            self.proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dashboard", "--kubeconfig",
+                                          os.path.abspath(kubeconfig), "--port", str(port),
+                                          "--controller-namespace", SYSTEM_NAMESPACE],
+                                         stdout=subprocess.PIPE, stderr=log_file, text=True)
+        found = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if line.startswith("velashard dashboard: http"):
+                    self.url = line.split(": ", 1)[1].strip()
+                    found.set()
+            found.set()
+        threading.Thread(target=read, name="dashboard-output", daemon=True).start()
+        found.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
 
 def _webhooks_serving(client: KubeClient, kubelet: LocalKubelet) -> bool:

@@ -46,6 +46,11 @@ def _signer_of(secret: dict[str, Any]) -> Signer:
                               f"Ed25519 private key in {PRIVATE_KEY_FIELD}: {err}")
 
 
+def load_signing_key(client: KubeClient, namespace: str) -> Signer:
+    """The stored key (errors.NotFound until the master has made it): for tools that must never make one."""
+    return _signer_of(client.get(SECRETS, SIGNING_KEY_SECRET, namespace))
+
+
 def load_or_create_signing_key(client: KubeClient, namespace: str) -> Signer:
     """The stored key, or a new one stored now (whoever creates it first wins; the others read theirs)."""
     try:

@@ -5,14 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.apis import labels
-from velashard.apis.labels import APPS_ANNOTATION
+from velashard.apis.labels import APPS_ANNOTATION, RECONCILED_ANNOTATION
 
 # Shard Leases (one per shard, the master's included) carry the shard id in this label.
 LEASE_LABEL = labels.SHARD_ID
 
 
-def load_annotations(apps: int) -> dict[str, str]:
-    return {APPS_ANNOTATION: str(apps)}
+def load_annotations(apps: int, reconciled: int | None = None) -> dict[str, str]:
+    out = {APPS_ANNOTATION: str(apps)}
+    if reconciled is not None:
+        out[RECONCILED_ANNOTATION] = str(reconciled)
+    return out
 
 
 def lease_shard(lease: dict[str, Any]) -> str | None:

@@ -18,6 +18,7 @@ from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRA
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
+from velashard.kube.events import record
 from velashard.kube.resources import Resource
 from velashard.observability import fields
 from velashard.sharding.proof import Signer
@@ -127,14 +128,36 @@ def _relabel_dependents(client: KubeClient, namespace: str, name: str, shard: st
                 pass
 
 
+# Why an app was placed or moved, in the words of its Event.
+REASONS = {"unscheduled": "it had no shard", "orphaned": "its shard was unavailable",
+           "manual": "rescheduled by hand", "rebalance": "rebalanced onto a new shard"}
+
+
+def placement_event(previous: str | None, shard: str, reason: str, lost_at: str | None = None
+                    ) -> tuple[str, str, dict[str, str]]:
+    """(reason, message, annotations) of the Event that says an app was placed on `shard` or moved there."""
+    why = REASONS.get(reason, reason)
+    data = {labels.EVENT_TO_SHARD: shard, labels.EVENT_MOVE_REASON: reason}
+    if previous is None:
+        return "Scheduled", f"scheduled to shard {shard}: {why}", data
+    data[labels.EVENT_FROM_SHARD] = previous
+    if lost_at:
+        data[labels.EVENT_SHARD_LOST_AT] = lost_at
+        why = f"shard {previous} unavailable since {lost_at}"
+    return "Rescheduled", f"rescheduled from shard {previous} to shard {shard}: {why}", data
+
+
 def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, signer: Signer,
-              found: Found | None = None, writer: KubeClient | None = None) -> dict[str, Any]:
+              found: Found | None = None, writer: KubeClient | None = None, lost_at: str | None = None
+              ) -> dict[str, Any]:
     """Label the app's managed resources, revisions and trackers, then the app (guarded by its
     resourceVersion, and with the proof of its new assignment); returns the updated app. Any failure returns the
     dependents to the app's shard.
 
     `found`: the app's revisions and trackers when the caller listed them already (shard_dependents).
-    `writer`: the client that relabels the managed resources, acting as the app's author (default: `client`)."""
+    `writer`: the client that relabels the managed resources, acting as the app's author (default: `client`).
+    `lost_at`: when the shard an orphan leaves was first seen unavailable. A Scheduled or Rescheduled Event on the
+    app says what happened (one request, only on this path: placements at admission are the shard's to record)."""
     meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
@@ -146,9 +169,12 @@ def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, 
     except errors.KubeError:
         _roll_back(client, meta["namespace"], meta["name"], writer)
         raise
+    previous = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
     log.info("application scheduled", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}', shard=shard,
-                                                    previous=(meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID,
-                                                                                            "-"), reason=reason))
+                                                    previous=previous or "-", reason=reason))
+    if previous != shard:
+        event, message, data = placement_event(previous, shard, reason, lost_at)
+        record(client, updated, APPLICATIONS, "Normal", event, message, "velashard-scheduler", data)
     return updated
 
 

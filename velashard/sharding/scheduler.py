@@ -15,12 +15,14 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS, RESOURCE_TRACKERS
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.events import record, timestamp
 from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.manager import Manager
@@ -164,6 +166,10 @@ class BackgroundScheduler:
                     asked += 1
                 except (errors.Conflict, errors.NotFound):
                     continue
+                record(self.client, app, APPLICATIONS, "Normal", "Draining",
+                       f"asked shard {shard} to let go, for shard {target}: rebalanced onto a new shard",
+                       "velashard-scheduler", {labels.EVENT_FROM_SHARD: shard, labels.EVENT_TO_SHARD: target,
+                                               labels.EVENT_MOVE_REASON: "rebalance"})
         if asked:
             log.info("asked shards to drain applications for rebalancing", extra=fields(apps=asked))
             RESCHEDULE_TOTAL.labels(reason="rebalance").inc(asked)
@@ -222,6 +228,13 @@ class BackgroundScheduler:
             found.update(shard_dependents(self.client, gone))
         return found
 
+    def _lost_at(self, app: dict, reason: str) -> str | None:
+        """When the shard an orphan leaves was first seen unavailable, as wall-clock time for its Event."""
+        since = self._gone_since.get(shard_of(app) or "") if reason == "orphaned" else None
+        if since is None:
+            return None
+        return timestamp(datetime.now(timezone.utc) - timedelta(seconds=max(0.0, time.monotonic() - since)))
+
     def _move(self, app: dict, shard: str, reason: str, signer: Signer,
               found: dict[tuple[str, str], Found] | None = None) -> bool:
         meta = app["metadata"]
@@ -230,7 +243,7 @@ class BackgroundScheduler:
         if mine is not None and not any(res is RESOURCE_TRACKERS for res, _ in mine):
             mine = None
         try:
-            set_shard(self.client, app, shard, reason, signer, mine, self.author(app))
+            set_shard(self.client, app, shard, reason, signer, mine, self.author(app), self._lost_at(app, reason))
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
             return False  # changed meanwhile: its new version's event brings it back

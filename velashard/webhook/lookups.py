@@ -69,17 +69,25 @@ class ClusterLookups:
 
 class NamespacePins:
     """The shard a namespace pins its apps to (its controller.core.oam.dev/shard-id label), from an informer of
-    the pinned namespaces alone: the mutating webhook asks on every call, so no call waits for a read of its
-    namespace, and a pin set or removed holds from the next call on. Until the informer has synced, the
-    namespace is read (through `lookups`)."""
+    the namespaces that keeps only their names and that label: the mutating webhook asks on every call, so no
+    call waits for a read of its namespace, and a pin set or removed holds from the next call on. A namespace the
+    informer has not seen yet (created a moment ago: its watch event may come after the first app's admission, and
+    a tenant must not slip past its namespace's pin that way) is read, as every namespace is until the informer
+    has synced (through `lookups`)."""
 
     def __init__(self, manager: Manager, lookups: ClusterLookups):
-        self._informer = manager.informer(NAMESPACES, label_selector=labels.SHARD_ID)
+        self._informer = manager.informer(NAMESPACES, transform=_pin_only)
         self._lookups = lookups
 
     def shard_for(self, namespace: str) -> str | None:
         if not namespace:
             return None
-        if not self._informer.has_synced():
-            return pinned_shard(self._lookups.namespace(namespace))
-        return pinned_shard(self._informer.store.get_by(None, namespace))
+        seen = self._informer.store.get_by(None, namespace) if self._informer.has_synced() else None
+        return pinned_shard(seen if seen is not None else self._lookups.namespace(namespace))
+
+
+def _pin_only(namespace: dict[str, Any]) -> dict[str, Any]:
+    meta = namespace.get("metadata") or {}
+    pin = (meta.get("labels") or {}).get(labels.SHARD_ID)
+    return {"metadata": {"name": meta.get("name", ""), "resourceVersion": meta.get("resourceVersion", ""),
+                         **({"labels": {labels.SHARD_ID: pin}} if pin else {})}}

@@ -43,6 +43,10 @@ from velashard.kube.resources import DEPLOYMENTS  # noqa: E402
 
 SHARDS = ("shard-0", "shard-1")
 
+# The six writes a new app needs (finalizer, revision, tracker, Deployment, two status writes) and the Scheduled
+# Event of its placement (issue 45; KubeVela itself records several Events per app).
+NEW_APP_MAX = 7
+
 
 def audit(cluster: Cluster, since: int) -> dict:
     req = urllib.request.Request(f"http://{cluster.host}:{cluster.port}/debug/audit?since={since}",
@@ -189,12 +193,12 @@ def main() -> int:
     worst_latency = result["health_latency"]["unhealthy"]["p99_seconds"]
     # Per-app growth is judged at the larger size, where a process's fixed costs weigh least.
     worst_kib = max(s["kib_per_app"] for s in result.get("shard_memory_large", result["shard_memory"]).values())
-    result["goals"] = {"requests_per_new_app_max": 6, "requests_per_app_hour_max": 1,
+    result["goals"] = {"requests_per_new_app_max": NEW_APP_MAX, "requests_per_app_hour_max": 1,
                        "requests_per_minute_ratio_max": 1.10, "health_p99_seconds_max": 2,
                        "shard_kib_per_app_max": 20, "steady_other_than_lease_renewals_and_rewatches": 0}
     steady_other = sum(result[size]["other_than_lease_renewals_and_rewatches"] for size in ("small", "large")
                        if size in result)
-    result["meets_goals"] = (result["new_apps"]["requests_per_new_app"] <= 6 and steady_other == 0
+    result["meets_goals"] = (result["new_apps"]["requests_per_new_app"] <= NEW_APP_MAX and steady_other == 0
                              and result["small"]["requests_per_app_hour"] <= 1
                              and result.get("requests_per_minute_ratio", 0) <= 1.10
                              and worst_latency is not None and worst_latency <= 2 and worst_kib <= 20)

@@ -174,14 +174,19 @@ def test_orphans_move_once_their_shard_has_been_gone_for_the_grace_period():
 
 
 def test_the_scheduler_wakes_when_the_next_orphans_become_due():
-    from velashard.sharding.membership import DEAD, SUSPECT, Member
+    from velashard.sharding.membership import DEAD, RESTARTING, SUSPECT, Member
     since = {"dead": 100.0, "unknown": 130.0, "suspect": 100.0}
     members = {"dead": Member(DEAD, True), "suspect": Member(SUSPECT, False, expires_in=4.0)}
-    assert due_in(since, now=110.0, grace=60, members=members) == 4.0  # the suspect's lease expires first
-    assert due_in(since, now=110.0, grace=60, members={"dead": Member(DEAD, True)}) == 50.0
+    assert due_in(since, now=110.0, grace=60, members=members) == 50.0  # the grace period, not the lease, decides
+    # With a short grace period, a suspect's lease expiry as observed comes later and decides.
+    assert due_in({"suspect": 100.0}, now=101.0, grace=2, members=members) == 4.0
     # Apps due already were moved in this pass; nothing left to wait for but the unknown shard.
     assert due_in(since, now=170.0, grace=60, members={"dead": Member(DEAD, True)}) == 20.0
-    assert due_in({"suspect": 100.0}, now=110.0, grace=60, members={"suspect": Member(SUSPECT, True)}) is None
+    # A restarting or suspect shard whose lease expired waits out the grace period like a dead one.
+    for status in (SUSPECT, RESTARTING):
+        assert due_in({"s": 100.0}, now=110.0, grace=60, members={"s": Member(status, True)}) == 50.0
+    # A suspect whose lease was not timed yet (first seen just now) waits for a change.
+    assert due_in({"s": 100.0}, now=110.0, grace=60, members={"s": Member(SUSPECT, False)}) is None
     assert due_in({}, now=0.0, grace=60) is None
 
 

@@ -17,7 +17,8 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import LEASES, PODS
 from velashard.observability import SHARDS_AVAILABLE, fields
 from velashard.sharding.loads import LEASE_LABEL, parse_loads
-from velashard.sharding.membership import AVAILABLE, LeaseSeen, Member, membership, observe, pod_ready
+from velashard.sharding.membership import (AVAILABLE, DEAD, RESTARTING, SUSPECT, LeaseSeen, Member, membership,
+                                          observe, pod_ready)
 
 log = logging.getLogger("velashard.sharding.discovery")
 
@@ -117,7 +118,8 @@ class ShardDiscovery:
             SHARDS_AVAILABLE.set(len(now))
             log.info("available shards changed", extra=fields(
                 shards=",".join(now) or "-",
-                suspect=",".join(sorted(s for s, m in members.items() if m.status == "suspect")) or "-"))
+                **{status: ",".join(sorted(s for s, m in members.items() if m.status == status)) or "-"
+                   for status in (RESTARTING, SUSPECT, DEAD)}))
             for listener in self._listeners:
                 listener(now)
         return members

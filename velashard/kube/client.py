@@ -236,6 +236,7 @@ class KubeClient:
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
         attempt = resends = 0
+        refreshed = False
         while True:
             self._limiter.acquire()
             if self._fenced_write(method, path, body):
@@ -243,9 +244,9 @@ class KubeClient:
                 # one request that may still be in flight when the fence closes.
                 assert self.fence is not None
                 self.fence.allow_write(verb, path)
+            headers = self._headers(content_type or ("application/json" if body is not None else None))
             try:
-                response = self._rest.request(method, url, self._headers(
-                    content_type or ("application/json" if body is not None else None)), body, timeout, stream)
+                response = self._rest.request(method, url, headers, body, timeout, stream)
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
                 pause = resend_after(method, err, resends)
@@ -257,6 +258,14 @@ class KubeClient:
                 resends += 1
                 continue
             KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
+            if response.status == 401 and not refreshed:
+                # Credentials rotated under us (a projected token rewritten in place, an exec plugin's token
+                # expired early): renewed once, and the request sent again if they changed.
+                refreshed = True
+                if self.configuration.refreshed(headers.get("Authorization")):
+                    response.drain_conn()
+                    log.info("unauthorized: credentials renewed, sending again", extra=fields(verb=verb, path=path))
+                    continue
             wait = retry_after(response.status, method, response.headers.get("Retry-After"), attempt)
             if wait is None:
                 break

@@ -173,6 +173,16 @@ def test_orphans_move_once_their_shard_has_been_gone_for_the_grace_period():
     assert [x["metadata"]["name"] for x in due_orphans(apps, since, now=210.0, grace=60)] == ["app-2", "app-3"]
 
 
+def test_a_shard_back_for_a_moment_between_two_looks_starts_its_grace_period_again():
+    since = track_unavailable({}, ["a"], now=100.0)
+    # Membership found it available at 130 (a restart done), and it left again (the next restart) before the
+    # scheduler looked at its apps: its grace period runs from 130, not 100.
+    since = track_unavailable(since, ["a"], now=140.0, last_available={"a": 130.0, "b": 135.0})
+    assert since == {"a": 130.0}
+    assert due_orphans([app(1, shard="a")], since, now=185.0, grace=60) == []
+    assert track_unavailable(since, ["a"], now=150.0, last_available={"a": 90.0}) == {"a": 130.0}
+
+
 def test_the_scheduler_wakes_when_the_next_orphans_become_due():
     from velashard.sharding.membership import DEAD, RESTARTING, SUSPECT, Member
     since = {"dead": 100.0, "unknown": 130.0, "suspect": 100.0}

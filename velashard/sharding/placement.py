@@ -105,10 +105,13 @@ def misplaced(apps: Iterable[App], shards: Sequence[str], pins: Mapping[str, str
     return out
 
 
-def track_unavailable(since: Mapping[str, float], unavailable: Iterable[str], now: float) -> dict[str, float]:
+def track_unavailable(since: Mapping[str, float], unavailable: Iterable[str], now: float,
+                      last_available: Mapping[str, float] | None = None) -> dict[str, float]:
     """Since when each shard that still holds apps has been unavailable: new ones from `now`, ones back or
-    empty forgotten."""
-    return {shard: since.get(shard, now) for shard in set(unavailable)}
+    empty forgotten, and none from before it was `last_available` (when membership last found it available:
+    a shard back for a moment between two looks at its apps starts its grace period again)."""
+    last = last_available or {}
+    return {shard: max(since.get(shard, now), last.get(shard, float("-inf"))) for shard in set(unavailable)}
 
 
 def due_orphans(apps: Iterable[App], unavailable_since: Mapping[str, float], now: float, grace: float,

@@ -127,7 +127,8 @@ class BackgroundScheduler:
         plans = [(app, "unscheduled") for app in unscheduled]
         gone = orphans.store.list() if orphans.has_synced() else []
         if orphans.has_synced():
-            self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in gone}, now)
+            self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in gone}, now,
+                                                 self.discovery.last_available())
             plans += [(app, "orphaned") for app in due_orphans(gone, self._gone_since, now, self.grace, members)]
         cached = versions(unscheduled + gone)
         self._acted = {uid: rv for uid, rv in self._acted.items() if cached.get(uid) == rv}

@@ -240,6 +240,7 @@ def restart_shards(cluster: Cluster, shards: list[str], settle: float, timeout: 
                     and ctl.metric("velashard_applications_reconciled") >= owned.get(shard, 0):
                 back[shard] = round(time.monotonic() - killed, 1)
         time.sleep(0.5)
+    cpu = {shard: round(cpu_seconds(cluster.controllers[shard].proc.pid), 1) for shard in shards}
     time.sleep(settle)
     records, _ = audit_since(cluster, seq)
     writes = [r for r in records if r["verb"] in WRITE_VERBS and r.get("code", 0) < 400]
@@ -249,6 +250,7 @@ def restart_shards(cluster: Cluster, shards: list[str], settle: float, timeout: 
     moved = sum(n for shard, n in (owned - app_shards(cluster)).items() if shard is not None)
     return {"shards": len(shards), "apps": dict(owned), "seconds_until_reconciled": back,
             "seconds_until_all_reconciled": max(back.values()) if len(back) == len(shards) else None,
+            "cpu_seconds_until_reconciled": cpu, "load_during": os.getloadavg(),
             "apps_moved": moved, "writes_other_than_leases_and_events": sum(other.values()),
             "writes_by_kind": dict(other.most_common()),
             "lease_writes": sum(r["resource"] == "leases" for r in writes),

@@ -5,9 +5,9 @@ two slave shards with leader election, each process in a pod that `Kubelet` belo
 kubelet does (velashard/dev/kubelet.py): the container running, Ready from its /readyz, terminated with a
 restart count when the process dies, started again after a back-off.
 
-- restarts: both shards killed (SIGKILL) and restarted 10 times back to back, each new process waiting out its
-  predecessor's Lease: no app moves, and nothing is written but Leases and Events, while every restarted
-  shard reconciles all its apps again;
+- restarts: both shards killed (SIGKILL: the new process waits out its predecessor's Lease) or stopped (SIGTERM:
+  the Lease released, taken at once) in turn, and restarted, 10 times back to back: no app moves, and nothing
+  is written but Leases and Events, while every restarted shard reconciles all its apps again;
 - a send past the fence: shard-0 talks to the API server through a proxy that forwards one Deployment update
   and then holds its answer while holding the shard's lease renewals, until the shard's fence has tripped, and
   then resets the connection: the update reached the server once, and nothing was sent again before the
@@ -110,17 +110,17 @@ class Kubelet:
                                                stdout=out, stderr=subprocess.STDOUT)
             self._status(pod, ready=False, state={"running": {}})
 
-    def kill(self, shard: str, backoff: float = 1.0) -> threading.Thread:
-        """SIGKILL the shard's process; it is reported terminated, then started again after `backoff` (in a
-        thread, returned)."""
+    def kill(self, shard: str, sig: int = signal.SIGKILL, backoff: float = 1.0) -> threading.Thread:
+        """Signal the shard's process and wait for it to end; it is reported terminated, then started again after
+        `backoff` (in a thread, returned)."""
         pod = self.pods[shard]
         with self._lock:
             assert pod.process is not None
-            pod.process.send_signal(signal.SIGKILL)
-            pod.process.wait(10)
+            pod.process.send_signal(sig)
+            code = pod.process.wait(20)
             pod.process = None
             pod.restarts += 1
-            self._status(pod, ready=False, state={"terminated": {"exitCode": 137, "reason": "Error"}})
+            self._status(pod, ready=False, state={"terminated": {"exitCode": code if code >= 0 else 128 - code}})
 
         def restart() -> None:
             time.sleep(backoff)
@@ -373,7 +373,9 @@ def test_shards_restarted_ten_times_move_nothing_and_write_nothing_for_settled_a
     for round_ in range(10):
         began = time.monotonic()
         before = {s: fleet.holder(s) for s in SHARDS}
-        restarts = [fleet.kubelet.kill(s) for s in SHARDS]
+        # Killed, or stopped cleanly (which releases the Lease: the new process takes it at once) in turn.
+        sig = signal.SIGKILL if round_ % 2 == 0 else signal.SIGTERM
+        restarts = [fleet.kubelet.kill(s, sig) for s in SHARDS]
         for thread in restarts:
             thread.join()
         # Back: the new process took the Lease (a new identity, after its predecessor's expired as it saw it)

@@ -18,11 +18,18 @@ author), and reports for each setup:
   the apps are updated every minute (evenly spread; a new image of the webservice); p50/p99 seconds from
   the update to the app's status showing the new generation running.
 
+With `--restart` (sharded setup), once the apps run every slave shard is killed (SIGKILL, its pod reported
+terminated, as a kubelet would) and started again at once, with leader election as the chart runs it (so the
+new process waits out its predecessor's Lease); reported: seconds from the kill until each new process holds
+its Lease and has reconciled every app it owns (`velashard_applications_reconciled`), and the writes every
+controller made meanwhile and in the `--settle` seconds after, from the audit log (wanted: none but Leases and
+Events; a moved app would show as the master's writes).
+
 `sharding_ratio` is the sharded setup's apps/s over the unsharded one's. `--profile DIR` records every
 process with py-spy (`-f raw --threads --gil`: where each holds the GIL) while the apps are created and
 converge.
 
-    nice -n 19 python hack/bench_kubevela_tiers.py --apps 3000 [--shards 3] [--setups sharded,unsharded]
+    nice -n 19 python hack/bench_kubevela_tiers.py --apps 3000 [--shards 3] [--setups sharded,unsharded] [--restart]
 """
 
 from __future__ import annotations
@@ -210,6 +217,47 @@ def continuous_updates(cluster: Cluster, tracker: AppTracker, apps: int, share: 
             "max_seconds": round(max(latencies), 3) if latencies else None}
 
 
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+QUESTIONS = ("selfsubjectaccessreviews", "selfsubjectreviews", "subjectaccessreviews", "tokenreviews")
+
+
+def restart_shards(cluster: Cluster, shards: list[str], settle: float, timeout: float) -> dict:
+    """Kill every slave shard and start it again at once; seconds until each holds its Lease and has reconciled
+    all its apps, and what every controller wrote meanwhile."""
+    owned = app_shards(cluster)
+    _, seq = audit_since(cluster, 1 << 62)
+    killed = time.monotonic()
+    for shard in shards:
+        cluster.kill(shard)
+        cluster.shard_pod(shard, False, terminated=True)
+    for shard in shards:
+        cluster.start(shard, "--enable-leader-election", shard=shard)  # Ready at once, as a standby
+    back: dict[str, float] = {}
+    while len(back) < len(shards) and time.monotonic() - killed < timeout:
+        for shard in shards:
+            ctl = cluster.controllers[shard]
+            if shard not in back and ctl.metric("velashard_leader") == 1 \
+                    and ctl.metric("velashard_applications_reconciled") >= owned.get(shard, 0):
+                back[shard] = round(time.monotonic() - killed, 1)
+        time.sleep(0.5)
+    cpu = {shard: round(cpu_seconds(cluster.controllers[shard].proc.pid), 1) for shard in shards}
+    time.sleep(settle)
+    records, _ = audit_since(cluster, seq)
+    writes = [r for r in records if r["verb"] in WRITE_VERBS and r.get("code", 0) < 400]
+    other = Counter(f'{r["userAgent"].split("shard=")[1].rstrip(")")} {r["verb"]} {r["resource"]}'
+                    f'{"/" + r["subresource"] if r.get("subresource") else ""}'
+                    for r in writes if r["resource"] not in ("leases", "events") + QUESTIONS)
+    moved = sum(n for shard, n in (owned - app_shards(cluster)).items() if shard is not None)
+    return {"shards": len(shards), "apps": dict(owned), "seconds_until_reconciled": back,
+            "seconds_until_all_reconciled": max(back.values()) if len(back) == len(shards) else None,
+            "cpu_seconds_until_reconciled": cpu, "load_during": os.getloadavg(),
+            "apps_moved": moved, "writes_other_than_leases_and_events": sum(other.values()),
+            "writes_by_kind": dict(other.most_common()),
+            "lease_writes": sum(r["resource"] == "leases" for r in writes),
+            "event_writes": sum(r["resource"] == "events" for r in writes),
+            "requests": len([r for r in records if r.get("resource")])}
+
+
 def run_setup(args: argparse.Namespace, sharded: bool) -> dict:
     result: dict = {"setup": f"master + {args.shards} shards" if sharded else "one unsharded controller"}
     with Cluster() as cluster:
@@ -286,6 +334,9 @@ def run_setup(args: argparse.Namespace, sharded: bool) -> dict:
                      for n, c in cluster.controllers.items()}
             result["continuous_updates"]["rss_kib_after"] = after
             result["controllers_rss_mib_after_updates"] = round(sum(after.values()) / 1024, 1)
+        if sharded and args.restart:
+            tracker.wait(lambda: tracker.pending() == 0, args.update_grace)
+            result["restart"] = restart_shards(cluster, shards, args.settle, args.timeout)
         tracker.stop()
     return result
 
@@ -304,6 +355,9 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=15.0, help="seconds once all apps run before memory")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--profile", metavar="DIR", help="py-spy raw profiles of every process into DIR")
+    parser.add_argument("--restart", action="store_true",
+                        help="sharded: then kill every slave shard and start it again; seconds until each has "
+                             "reconciled its apps, and the writes made")
     args = parser.parse_args()
     result: dict = {"benchmark": "kubevela-tiers", "cores": os.cpu_count(), "commit": _commit(), "apps": args.apps,
                     "kubevela_published": PUBLISHED.get(args.apps), "load_at_start": os.getloadavg()}

@@ -180,36 +180,48 @@ def shard_lease(kube: KubeClient, shard: str, holder: str) -> None:
         kube.create(LEASES, body)
 
 
-def test_a_released_lease_moves_a_suspects_apps_at_once(server, kube):
-    """A suspect shard's apps wait for its lease to expire (an hour here); a clean shutdown releases the lease,
-    and that event, not a timer, moves them."""
+def test_a_suspects_apps_move_once_both_its_lease_is_gone_and_the_grace_period_passed(server, kube):
+    """A suspect shard's apps wait for its lease to expire (an hour here) however long the grace period has run;
+    a clean shutdown releases the lease, and that event, not a timer, moves them, as the grace period is over.
+    A released lease alone moves nothing within the grace period: a restart releases it too."""
     namespace(kube, "suspects")
-    for shard in ("alive", "leaving"):
+    for shard in ("alive", "leaving", "restarting"):
         shard_pod(kube, shard, True)
         shard_lease(kube, shard, f"{shard}-1")
     for i in range(3):
         create_app(kube, "suspects", f"s{i}", "leaving")
+        create_app(kube, "suspects", f"r{i}", "restarting")
     client = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="master", qps=500, burst=500)
     manager = Manager(client, "master")
     keys = SigningKey(client, "vela-system")
     background = BackgroundScheduler(manager, ShardDiscovery(manager, "vela-system"), "round-robin", "vela-system",
-                                     keys, period=3600.0, grace=3600.0)
+                                     keys, period=3600.0, grace=2.0)
     threading.Thread(target=manager.start_controllers, daemon=True).start()
     keys.load()
     try:
         eventually(manager.ready, timeout=10)
         background.start()
-        eventually(lambda: background.discovery.available() == ["alive", "leaving"], timeout=10)
+        eventually(lambda: background.discovery.available() == ["alive", "leaving", "restarting"], timeout=10)
         shard_pod(kube, "leaving", False)  # NotReady: suspect, its lease still held
         eventually(lambda: background.orphans is not None and len(
             [a for a in background.orphans.store.list() if a["metadata"]["namespace"] == "suspects"]) == 3, timeout=10)
-        time.sleep(1.0)
-        assert shards_in(kube, "suspects") == {"leaving": 3}
+        time.sleep(3.0)  # past the grace period
+        assert shards_in(kube, "suspects") == {"leaving": 3, "restarting": 3}
         shard_lease(kube, "leaving", "")  # released on a clean shutdown
-        eventually(lambda: shards_in(kube, "suspects") == {"alive": 3}, timeout=5)
+        eventually(lambda: "leaving" not in shards_in(kube, "suspects"), timeout=5)
+        placed = shards_in(kube, "suspects")
+        # A clean restart: the lease released, the new process Ready as a standby, then holding the lease, all
+        # within the grace period.
+        shard_lease(kube, "restarting", "")
+        eventually(lambda: background.discovery.members()["restarting"].status == "restarting", timeout=5)
+        time.sleep(1.0)
+        shard_lease(kube, "restarting", "restarting-2")
+        eventually(lambda: "restarting" in background.discovery.available(), timeout=5)
+        time.sleep(2.5)  # the whole grace period after the release
+        assert shards_in(kube, "suspects") == placed
     finally:
         background.stop()
         manager.shutdown()
-        for shard in ("alive", "leaving"):
+        for shard in ("alive", "leaving", "restarting"):
             kube.delete(PODS, f"vela-core-{shard}", "vela-system")
             kube.delete(LEASES, f"velashard-{shard}", "vela-system")

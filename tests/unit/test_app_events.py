@@ -46,3 +46,23 @@ def test_spec_and_metadata_changes_wake_it_and_resyncs_pass():
     labelled["metadata"]["labels"] = {"team": "a"}
     assert app_changed(old, labelled)
     assert app_changed(old, old) and app_changed(None, old)
+
+
+def test_a_replay_after_a_fence_trip_is_never_taken_for_the_echo_of_our_finalizer_patch():
+    """The finalizer patch's event came before its answer (a slow server): the event woke the app (the reconcile
+    in progress would run it again), and the record of the write, made afterwards, stayed. The fence then
+    tripped, the reconcile's next write was refused and the work queue dropped its key: the replay that stands
+    in for it must queue the app, not be taken for that echo (an app was lost this way under load)."""
+    from velashard.core.controller import app_event_wakes
+    from velashard.core.echoes import OwnWrites
+
+    writes = OwnWrites()
+    before, patched = app(None, "1"), app(None, "2")
+    patched["metadata"]["finalizers"] = ["app.oam.dev/resource-tracker-finalizer"]
+    assert app_event_wakes(before, patched, writes)  # the event, before the answer was recorded
+    writes.wrote(patched)  # the answer
+    assert app_event_wakes(patched, patched, writes)  # the replay
+    assert app_event_wakes(patched, patched, writes)  # and every resync after it
+    # The usual order still skips our own write's event once.
+    writes.wrote(patched)
+    assert not app_event_wakes(before, patched, writes) and app_event_wakes(before, patched, writes)

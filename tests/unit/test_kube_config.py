@@ -84,6 +84,39 @@ def test_a_token_file_is_read_again_after_a_minute(tmp_path: Path, monkeypatch):
     assert loaded.authorization() == "Bearer two"
 
 
+def test_a_401_rereads_the_token_file_at_once_and_once_for_all_requests_that_used_the_old_token(tmp_path: Path):
+    token_file = tmp_path / "token"
+    token_file.write_text("one\n")
+    loaded = config.load(write(tmp_path / "config", kubeconfig({"server": "https://h"}, {"tokenFile": "token"})))
+    used = loaded.authorization()
+    assert loaded.refreshed(used) is False  # the file says the same: sending again would not help
+    token_file.write_text("two")  # rotated in place, well within the minute
+    assert loaded.refreshed(used) is True and loaded.authorization() == "Bearer two"
+    token_file.write_text("three")
+    assert loaded.refreshed(used) is True  # another request that used "one": "two" is tried, not reread
+    assert loaded.authorization() == "Bearer two"
+    token_file.unlink()
+    assert loaded.refreshed("Bearer two") is False  # unreadable: the 401 stands
+    static = config.load(write(tmp_path / "static", kubeconfig({"server": "https://h"}, {"token": "t0k"})))
+    assert static.refreshed(static.authorization()) is False
+
+
+def test_a_401_runs_the_exec_plugin_again_before_the_expiry_it_gave(tmp_path: Path):
+    script = tmp_path / "plugin.py"
+    calls = tmp_path / "calls"
+    script.write_text(
+        "import json\n"
+        f"open({str(calls)!r}, 'a').write('x')\n"
+        f"n = len(open({str(calls)!r}).read())\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', 'status': {\n"
+        "    'token': 'tok-' + str(n), 'expirationTimestamp': '2999-01-01T00:00:00Z'}}))\n")
+    loaded = config.load(write(tmp_path / "config", kubeconfig({"server": "https://h"}, {"exec": {
+        "command": sys.executable, "args": [str(script)]}})))
+    assert loaded.authorization() == loaded.authorization() == "Bearer tok-1"  # valid: run once
+    assert loaded.refreshed("Bearer tok-1") and loaded.authorization() == "Bearer tok-2"
+    assert calls.read_text() == "xx"
+
+
 def test_an_exec_plugin_is_run_with_its_env_and_again_once_its_token_expired(tmp_path: Path):
     script = tmp_path / "plugin.py"
     calls = tmp_path / "calls"

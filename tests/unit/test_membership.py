@@ -5,8 +5,8 @@ import pytest
 from velashard.apis import labels
 from velashard.kube import errors
 from velashard.kube.fence import Fence
-from velashard.sharding.membership import (AVAILABLE, DEAD, SUSPECT, LeaseSeen, Member, membership, movable,
-                                           observe)
+from velashard.sharding.membership import (AVAILABLE, DEAD, RESTARTING, SUSPECT, LeaseSeen, Member, membership,
+                                           movable, observe)
 
 
 def pod(shard: str, ready: bool = True, terminated: bool = False, deleting: bool = False) -> dict:
@@ -33,13 +33,14 @@ def test_ready_pod_and_renewed_lease_is_available():
     assert status([pod("a")], leases, seen, 103.9) == {"a": AVAILABLE}
 
 
-def test_lease_not_renewed_for_its_duration_makes_a_ready_shard_suspect_with_expired_lease():
+def test_lease_not_renewed_for_its_duration_makes_a_ready_shard_restarting():
     leases = [lease("a")]
     seen = observe({}, leases, 100.0)
     seen = observe(seen, leases, 103.0)  # same renewTime seen again: the observation keeps its first time
     assert seen["a"].observed_at == 100.0
     assert membership([pod("a")], leases, seen, 103.5)["a"].expires_in == pytest.approx(0.5)
-    assert membership([pod("a")], leases, seen, 104.5) == {"a": Member(SUSPECT, True)}
+    # A Ready pod whose lease expired: a process stands by for the lease its dead predecessor held.
+    assert membership([pod("a")], leases, seen, 104.5) == {"a": Member(RESTARTING, True)}
 
 
 def test_a_renewal_restarts_the_observed_time_whatever_the_renewtime_says():
@@ -55,7 +56,15 @@ def test_not_ready_while_renewing_is_suspect_and_not_movable():
     seen = observe({}, leases, 100.0)
     member = membership([pod("a", ready=False)], leases, seen, 101.0)["a"]
     assert member == Member(SUSPECT, False, expires_in=3.0)  # the observer looks again right then
-    assert not movable(member, dead_for=1000.0, grace=0.0)
+    assert not movable(member, unavailable_for=1000.0, grace=0.0)
+
+
+def test_a_suspect_whose_lease_expired_still_waits_out_the_grace_period():
+    leases = [lease("a")]
+    member = membership([pod("a", ready=False)], leases, observe({}, leases, 100.0), 105.0)["a"]
+    assert member == Member(SUSPECT, True)
+    assert not movable(member, unavailable_for=59.0, grace=60.0)
+    assert movable(member, unavailable_for=60.0, grace=60.0)
 
 
 def test_no_pod_or_terminated_containers_is_dead_and_moves_after_grace():
@@ -63,8 +72,8 @@ def test_no_pod_or_terminated_containers_is_dead_and_moves_after_grace():
     seen = observe({}, leases, 100.0)
     members = membership([pod("b", ready=False, terminated=True)], leases, seen, 100.5)
     assert {s: m.status for s, m in members.items()} == {"a": DEAD, "b": DEAD}
-    assert not movable(members["a"], dead_for=4.9, grace=5.0)
-    assert movable(members["b"], dead_for=5.0, grace=5.0)
+    assert not movable(members["a"], unavailable_for=4.9, grace=5.0)
+    assert movable(members["b"], unavailable_for=5.0, grace=5.0)
 
 
 def test_a_deleting_pod_whose_process_may_still_run_is_suspect_not_dead():
@@ -74,7 +83,7 @@ def test_a_deleting_pod_whose_process_may_still_run_is_suspect_not_dead():
 
 def test_released_or_missing_lease_counts_as_expired():
     members = membership([pod("a"), pod("b", ready=False)], [lease("a", holder="")], {}, 0.0)
-    assert members["a"] == Member(SUSPECT, True)
+    assert members["a"] == Member(RESTARTING, True)
     assert members["b"] == Member(SUSPECT, True)
 
 
@@ -83,7 +92,45 @@ def test_a_lease_not_yet_observed_is_not_expired():
 
 
 def test_unknown_shard_moves_after_grace():
-    assert movable(None, dead_for=60.0, grace=60.0) and not movable(None, dead_for=59.0, grace=60.0)
+    assert movable(None, unavailable_for=60.0, grace=60.0) and not movable(None, unavailable_for=59.0, grace=60.0)
+
+
+def restart(order: str, grace: float) -> list[tuple[float, str, bool]]:
+    """A shard killed at t=1 and restarted as a kubelet does (terminated, then a new process, NotReady while it
+    starts, Ready as a standby, then holding the lease under a new identity), its lease (duration 4 s, renewed
+    every 0.5 s until the kill) observed by a master in `order`: "expiry-first" (the new process takes the
+    lease after the master saw the old one expire) or "taken-first". Returns (time, status, movable) at each
+    observation, with the unavailable time counted as the scheduler does."""
+    seen: dict = {}
+    since: float | None = None
+    out = []
+    taken_at = 5.5 if order == "expiry-first" else 4.8
+    for step in range(0, 200):
+        now = step * 0.1
+        renew = f"r{min(step // 5, 2)}" if now < taken_at else f"n{step // 5}"
+        holder = "old" if now < taken_at else "new"
+        pods = [pod("a", ready=False, terminated=True)] if 1.0 <= now < 2.0 else \
+            [pod("a", ready=now >= 2.5 or now < 1.0)]
+        leases = [lease("a", renew=renew, holder=holder)]
+        seen = observe(seen, leases, now)
+        member = membership(pods, leases, seen, now)["a"]
+        since = None if member.status == AVAILABLE else (now if since is None else since)
+        out.append((round(now, 1), member.status, since is not None and movable(member, now - since, grace)))
+    return out
+
+
+@pytest.mark.parametrize("order", ["expiry-first", "taken-first"])
+def test_a_restarted_shard_is_told_from_a_dead_one_and_keeps_its_apps_for_the_grace_period(order):
+    timeline = restart(order, grace=10.0)
+    statuses = [status for _, status, _ in timeline]
+    assert not any(movable for _, _, movable in timeline)
+    assert statuses[0] == AVAILABLE and statuses[-1] == AVAILABLE
+    assert DEAD in statuses  # terminated: the old process is gone
+    if order == "expiry-first":
+        # A Ready standby whose lease expired is restarting, and was not movable at once (it was, before).
+        assert RESTARTING in statuses
+    # With a grace period shorter than the outage, the apps do move: a restart is told from a failure by time.
+    assert any(movable for _, _, movable in restart(order, grace=0.5))
 
 
 def test_observe_records_holder_changes():

@@ -173,15 +173,30 @@ def test_orphans_move_once_their_shard_has_been_gone_for_the_grace_period():
     assert [x["metadata"]["name"] for x in due_orphans(apps, since, now=210.0, grace=60)] == ["app-2", "app-3"]
 
 
+def test_a_shard_back_for_a_moment_between_two_looks_starts_its_grace_period_again():
+    since = track_unavailable({}, ["a"], now=100.0)
+    # Membership found it available at 130 (a restart done), and it left again (the next restart) before the
+    # scheduler looked at its apps: its grace period runs from 130, not 100.
+    since = track_unavailable(since, ["a"], now=140.0, last_available={"a": 130.0, "b": 135.0})
+    assert since == {"a": 130.0}
+    assert due_orphans([app(1, shard="a")], since, now=185.0, grace=60) == []
+    assert track_unavailable(since, ["a"], now=150.0, last_available={"a": 90.0}) == {"a": 130.0}
+
+
 def test_the_scheduler_wakes_when_the_next_orphans_become_due():
-    from velashard.sharding.membership import DEAD, SUSPECT, Member
+    from velashard.sharding.membership import DEAD, RESTARTING, SUSPECT, Member
     since = {"dead": 100.0, "unknown": 130.0, "suspect": 100.0}
     members = {"dead": Member(DEAD, True), "suspect": Member(SUSPECT, False, expires_in=4.0)}
-    assert due_in(since, now=110.0, grace=60, members=members) == 4.0  # the suspect's lease expires first
-    assert due_in(since, now=110.0, grace=60, members={"dead": Member(DEAD, True)}) == 50.0
+    assert due_in(since, now=110.0, grace=60, members=members) == 50.0  # the grace period, not the lease, decides
+    # With a short grace period, a suspect's lease expiry as observed comes later and decides.
+    assert due_in({"suspect": 100.0}, now=101.0, grace=2, members=members) == 4.0
     # Apps due already were moved in this pass; nothing left to wait for but the unknown shard.
     assert due_in(since, now=170.0, grace=60, members={"dead": Member(DEAD, True)}) == 20.0
-    assert due_in({"suspect": 100.0}, now=110.0, grace=60, members={"suspect": Member(SUSPECT, True)}) is None
+    # A restarting or suspect shard whose lease expired waits out the grace period like a dead one.
+    for status in (SUSPECT, RESTARTING):
+        assert due_in({"s": 100.0}, now=110.0, grace=60, members={"s": Member(status, True)}) == 50.0
+    # A suspect whose lease was not timed yet (first seen just now) waits for a change.
+    assert due_in({"s": 100.0}, now=110.0, grace=60, members={"s": Member(SUSPECT, False)}) is None
     assert due_in({}, now=0.0, grace=60) is None
 
 

@@ -90,6 +90,14 @@ def app_changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
     return old_meta != new_meta or old.get("spec") != new.get("spec") or _operated(old, new)
 
 
+def app_event_wakes(old: dict[str, Any] | None, new: dict[str, Any], finalizer_writes: OwnWrites) -> bool:
+    """Whether an app's event queues its reconcile: `app_changed`, and not the echo of our own finalizer patch
+    (the reconcile that wrote it goes on). A replay or resync (old is new) always does: a record of our write
+    made after its event had passed (the answer came later than the event) stays, and would take the replay
+    after a fence trip, which stands in for the work the trip dropped, for that echo, losing the app."""
+    return old is new or (app_changed(old, new) and not finalizer_writes.is_echo(new))
+
+
 def app_key(obj: dict[str, Any]) -> list[str]:
     """The key of the app an object belongs to, from its labels."""
     lbls = obj["metadata"].get("labels") or {}
@@ -178,8 +186,7 @@ class ApplicationController:
                                         event=lambda app, *event: record_event(self.client, app, *event,
                                                                                must_record=True))
         self._inner = reconcile
-        self.controller.watch(self.apps, predicate=lambda old, new: app_changed(old, new) and
-                              not self.finalizer_writes.is_echo(new))
+        self.controller.watch(self.apps, predicate=lambda old, new: app_event_wakes(old, new, self.finalizer_writes))
         self.controller.watch(self.revisions, to_keys=app_key,
                               predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
         for kind, informer in ((COMPONENT, self.component_defs), (TRAIT, self.trait_defs),

@@ -51,6 +51,23 @@ def retry_after(status: int, method: str, header: str | None, attempt: int) -> f
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+# A request that got no answer is sent again only where that cannot do anything twice: a read (GET, HEAD) after a
+# connection or read error, a write only when no connection was made (it never left). urllib3 resends nothing
+# itself (kube/transport.py), so every send, a resend too, passes the write fence. At most this many times, after
+# a pause that doubles from RESEND_PAUSE.
+MAX_RESENDS = 3
+RESEND_PAUSE = 0.2
+
+
+def resend_after(method: str, err: Exception, attempt: int) -> float | None:
+    """How long to wait before sending a request that got no answer again, or None to report the error."""
+    if attempt >= MAX_RESENDS:
+        return None
+    if method not in _SAFE_METHODS and not isinstance(err, urllib3.exceptions.ConnectTimeoutError):
+        return None  # a write may have reached the server (a read timeout, a connection reset): never resent
+    return RESEND_PAUSE * 2 ** attempt
+
+
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
@@ -218,7 +235,8 @@ class KubeClient:
         """Send one request; returns the decoded JSON body (or a raw response when `stream`)."""
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
-        attempt = 0
+        attempt = resends = 0
+        refreshed = False
         while True:
             self._limiter.acquire()
             if self._fenced_write(method, path, body):
@@ -226,13 +244,28 @@ class KubeClient:
                 # one request that may still be in flight when the fence closes.
                 assert self.fence is not None
                 self.fence.allow_write(verb, path)
+            headers = self._headers(content_type or ("application/json" if body is not None else None))
             try:
-                response = self._rest.request(method, url, self._headers(
-                    content_type or ("application/json" if body is not None else None)), body, timeout, stream)
+                response = self._rest.request(method, url, headers, body, timeout, stream)
             except (urllib3.exceptions.HTTPError, OSError) as err:
                 KUBE_REQUESTS.labels(verb=verb, code="<error>").inc()
-                raise errors.TransportError(f"{method} {path}: {err}")
+                pause = resend_after(method, err, resends)
+                if pause is None:
+                    raise errors.TransportError(f"{method} {path}: {err}")
+                log.info("no answer, sending again", extra=fields(verb=verb, path=path, error=str(err),
+                                                                  retry_in=pause, attempt=resends + 1))
+                self.sleep(pause)
+                resends += 1
+                continue
             KUBE_REQUESTS.labels(verb=verb, code=str(response.status)).inc()
+            if response.status == 401 and not refreshed:
+                # Credentials rotated under us (a projected token rewritten in place, an exec plugin's token
+                # expired early): renewed once, and the request sent again if they changed.
+                refreshed = True
+                if self.configuration.refreshed(headers.get("Authorization")):
+                    response.drain_conn()
+                    log.info("unauthorized: credentials renewed, sending again", extra=fields(verb=verb, path=path))
+                    continue
             wait = retry_after(response.status, method, response.headers.get("Retry-After"), attempt)
             if wait is None:
                 break

@@ -5,7 +5,8 @@ Read without the official client library, whose import costs every process some 
 and model classes) for the few functions used here. Supported: servers over HTTP or HTTPS with a CA (file or
 data), insecure-skip-tls-verify, tls-server-name and proxy-url; users with a token, a tokenFile, a client
 certificate (file or data), username and password, or an exec credential plugin (client.authentication.k8s.io
-v1 and v1beta1, its token refreshed when it expires); $KUBECONFIG lists merged as kubectl merges them (the first
+v1 and v1beta1, its token refreshed when it expires); a 401 renews a token (the file read again, the plugin run
+again) once (kube/client.py); $KUBECONFIG lists merged as kubectl merges them (the first
 file to name something wins). The legacy auth-provider plugins were removed from kubectl and are refused here.
 """
 
@@ -46,6 +47,20 @@ class ClientConfig:
     proxy_url: str | None = None
     token: Callable[[], str | None] = field(default=lambda: None)  # the bearer token now (may be refreshed)
     basic: tuple[str, str] | None = None
+    renew: Callable[[], None] = field(default=lambda: None)  # read or fetch the token again, now
+    _renewing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def refreshed(self, used: str | None) -> bool:
+        """After a 401 to a request sent with the Authorization `used`: renew the credentials (reread the token
+        file, run the exec plugin again) unless another request did meanwhile. True when they changed, so that
+        sending again may succeed."""
+        with self._renewing:
+            if self.authorization() == used:
+                try:
+                    self.renew()
+                except (OSError, ConfigError):
+                    return False  # the 401 stands; the next request tries again
+            return self.authorization() != used
 
     def authorization(self) -> str | None:
         token = self.token()
@@ -96,7 +111,8 @@ def in_cluster(directory: str = SERVICE_ACCOUNT_DIR) -> ClientConfig:
     with open(os.path.join(directory, "ca.crt"), "rb") as fh:
         ca = fh.read()
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-    return ClientConfig(server, ca_data=ca, token=_file_token(token_file))
+    token = FileToken(token_file)
+    return ClientConfig(server, ca_data=ca, token=token, renew=token.reread)
 
 
 def from_kubeconfig(paths: list[str]) -> ClientConfig:
@@ -125,7 +141,8 @@ def from_kubeconfig(paths: list[str]) -> ClientConfig:
         token = str(user["token"])
         config.token = lambda: token
     elif user.get("tokenFile"):
-        config.token = _file_token(_path(user["tokenFile"], user_dir))
+        token_file = FileToken(_path(user["tokenFile"], user_dir))
+        config.token, config.renew = token_file, token_file.reread
     elif user.get("username") is not None:
         config.basic = (str(user["username"]), str(user.get("password") or ""))
     if user.get("exec"):
@@ -134,7 +151,7 @@ def from_kubeconfig(paths: list[str]) -> ClientConfig:
         if credential.get("clientCertificateData"):
             config.cert_data = credential["clientCertificateData"].encode()
             config.key_data = str(credential.get("clientKeyData", "")).encode()
-        config.token = plugin.token
+        config.token, config.renew = plugin.token, plugin.renew
     return config
 
 
@@ -160,19 +177,30 @@ def _data(entry: dict[str, Any], name: str, directory: str) -> bytes | None:
     return None
 
 
-def _file_token(path: str) -> Callable[[], str | None]:
-    """A token read from a file, and read again every minute (ServiceAccount tokens are rotated in place)."""
-    state = {"token": "", "read": -TOKEN_REREAD_SECONDS}
-    lock = threading.Lock()
+class FileToken:
+    """A token read from a file, and read again every minute or when asked (a projected ServiceAccount token is
+    rotated in place, and the old one may be revoked before the minute is up)."""
 
-    def token() -> str | None:
-        with lock:
-            if time.monotonic() - state["read"] >= TOKEN_REREAD_SECONDS:
-                with open(path) as fh:
-                    state["token"] = fh.read().strip()
-                state["read"] = time.monotonic()
-            return state["token"] or None
-    return token
+    def __init__(self, path: str):
+        self.path = path
+        self._lock = threading.Lock()
+        self._token = ""
+        self._read = -TOKEN_REREAD_SECONDS
+
+    def __call__(self) -> str | None:
+        with self._lock:
+            if time.monotonic() - self._read >= TOKEN_REREAD_SECONDS:
+                self._reread()
+            return self._token or None
+
+    def reread(self) -> None:
+        with self._lock:
+            self._reread()
+
+    def _reread(self) -> None:
+        with open(self.path) as fh:
+            self._token = fh.read().strip()
+        self._read = time.monotonic()
 
 
 class ExecPlugin:
@@ -188,12 +216,17 @@ class ExecPlugin:
         with self._lock:
             if self._status is None or (self._expires is not None and time.time() >= self._expires - 10):
                 self._status = self._run()
-                stamp = self._status.get("expirationTimestamp")
-                self._expires = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+                self._expires = _expiry(self._status)
             return self._status
 
     def token(self) -> str | None:
         return self.credential().get("token")
+
+    def renew(self) -> None:
+        """Run the plugin again now: the server refused its token before the expiry it gave, if any."""
+        status = self._run()
+        with self._lock:
+            self._status, self._expires = status, _expiry(status)
 
     def _run(self) -> dict[str, Any]:
         api_version = self.spec.get("apiVersion") or "client.authentication.k8s.io/v1"
@@ -221,3 +254,8 @@ class ExecPlugin:
         if not status.get("token") and not status.get("clientCertificateData"):
             raise ConfigError(f"exec plugin {argv[0]!r} returned neither a token nor a client certificate")
         return status
+
+
+def _expiry(status: dict[str, Any]) -> float | None:
+    stamp = status.get("expirationTimestamp")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None

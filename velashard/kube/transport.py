@@ -31,9 +31,11 @@ class Transport:
     def __init__(self, config: ClientConfig, maxsize: int = 64):
         options: dict[str, Any] = {
             "maxsize": maxsize,
-            # Retry-After is honoured by the client, for every verb, with a bound and a log line; urllib3 would
-            # otherwise also retry idempotent requests on its own, sleeping where no one sees it.
-            "retries": urllib3.Retry(total=3, respect_retry_after_header=False)}
+            # urllib3 sends nothing again on its own: its retries would re-send a PUT or DELETE after a read error
+            # past the write fence, which the client checks before each send (kube/fence.py). The client decides
+            # what is sent again, and sends it through the fence (kube/client.py `resend_after`). The errors come
+            # as raised, not wrapped in MaxRetryError, and redirects are answers, not followed.
+            "retries": False}
         if config.host.startswith("https:"):
             options["ssl_context"] = config.ssl_context()
             if config.insecure:

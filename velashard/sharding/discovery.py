@@ -17,7 +17,8 @@ from velashard.kube.manager import Manager
 from velashard.kube.resources import LEASES, PODS
 from velashard.observability import SHARDS_AVAILABLE, fields
 from velashard.sharding.loads import LEASE_LABEL, parse_loads
-from velashard.sharding.membership import AVAILABLE, LeaseSeen, Member, membership, observe, pod_ready
+from velashard.sharding.membership import (AVAILABLE, DEAD, RESTARTING, SUSPECT, LeaseSeen, Member, membership,
+                                          observe, pod_ready)
 
 log = logging.getLogger("velashard.sharding.discovery")
 
@@ -58,6 +59,7 @@ class ShardDiscovery:
         self._member_listeners: list[Callable[[], None]] = []
         self._statuses: dict[str, tuple[str, bool]] = {}
         self._seen: dict[str, LeaseSeen] = {}
+        self._last_available: dict[str, float] = {}
         self.informer = None
         # The shard Leases carry the load reports, and with the pods they make membership.
         self.leases = manager.informer(LEASES, namespace, label_selector=LEASE_LABEL)
@@ -85,6 +87,12 @@ class ShardDiscovery:
             seen = dict(self._seen)
         return membership(self.informer.store.list(), leases, seen, now)
 
+    def last_available(self) -> dict[str, float]:
+        """shard id -> when (monotonic) a refresh last found it available: every pod and lease event refreshes, so
+        a shard back only for a moment is seen back."""
+        with self._lock:
+            return dict(self._last_available)
+
     def loads(self) -> dict[str, int]:
         """shard id -> the app count it last published, from the cached Leases."""
         return parse_loads(self.leases.store.list())
@@ -102,10 +110,13 @@ class ShardDiscovery:
         """Recompute; tell listeners if the available shards changed. Returns the members."""
         if self.informer is None:
             return {}
-        members = self.members()
+        seen_at = time.monotonic()
+        members = self.members(seen_at)
         now = available_shards(members)
         statuses = {shard: (m.status, m.lease_expired) for shard, m in members.items()}
         with self._lock:
+            for shard in now:
+                self._last_available[shard] = max(seen_at, self._last_available.get(shard, seen_at))
             changed = now != self._available
             self._available = now
             members_changed = statuses != self._statuses
@@ -117,7 +128,8 @@ class ShardDiscovery:
             SHARDS_AVAILABLE.set(len(now))
             log.info("available shards changed", extra=fields(
                 shards=",".join(now) or "-",
-                suspect=",".join(sorted(s for s, m in members.items() if m.status == "suspect")) or "-"))
+                **{status: ",".join(sorted(s for s, m in members.items() if m.status == status)) or "-"
+                   for status in (RESTARTING, SUSPECT, DEAD)}))
             for listener in self._listeners:
                 listener(now)
         return members

@@ -8,10 +8,19 @@ whether it changed, as client-go's leader election does, so clock skew between m
   after the grace period.
 - available: a pod is Ready and the shard's Lease is held and was seen renewed within its duration.
   Only available shards get new apps.
-- suspect: anything else (NotReady, or the Lease not renewed) while the process may still run. It gets
-  no new apps, and its apps move only once its Lease has expired as seen by the observer: unrenewed for
-  a full lease duration since the observer last saw its renewTime change, or released. By then the
-  shard's own fence (kube/fence.py) has closed, so it writes nothing more.
+- restarting: a pod is Ready but the Lease was released or has expired as seen by the observer
+  (unrenewed for a full lease duration since the observer last saw its renewTime change). The process
+  that held it is gone or cut off, and a Ready one stands by to take it: a restarted container, or a
+  rollout's new pod (a holder that cannot renew answers its readiness probe with "fenced", or not at all).
+- suspect: anything else (NotReady, or the Lease not renewed yet) while a process may still run.
+
+Only available shards get new apps. A shard that is not available keeps its apps for the grace period
+(counted by the caller from when it stopped being available), whatever it is: a restart is not a failure,
+and the master cannot tell a restart from a failure before the new process takes the Lease, nor know in
+which order it will see the old Lease expire and the new one taken. A shard whose process may still run
+(restarting, suspect) keeps them also until its Lease has expired as observed: by then the shard's own
+fence (kube/fence.py) has closed, so it writes nothing more. A suspect that keeps renewing keeps its
+apps however long it is NotReady.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from typing import Any, Iterable, Mapping
 from velashard.apis import labels
 from velashard.sharding.loads import lease_shard
 
-AVAILABLE, SUSPECT, DEAD = "available", "suspect", "dead"
+AVAILABLE, RESTARTING, SUSPECT, DEAD = "available", "restarting", "suspect", "dead"
 
 
 @dataclass(frozen=True)
@@ -36,8 +45,8 @@ class LeaseSeen:
 
 @dataclass(frozen=True)
 class Member:
-    status: str  # available | suspect | dead
-    lease_expired: bool  # as observed: a suspect's apps may move
+    status: str  # available | restarting | suspect | dead
+    lease_expired: bool  # as observed (or released): the shard's fence has closed
     expires_in: float | None = None  # seconds until the lease expires as observed; None: expired or unknown
 
 
@@ -104,18 +113,35 @@ def membership(pods: Iterable[dict[str, Any]], leases: Iterable[dict[str, Any]],
         shard_pods = [p for p in pods_by_shard.get(shard, []) if not terminated(p)]
         lease, observed = lease_by_shard.get(shard), seen.get(shard)
         expired, expires_in = lease_expired(lease, observed, now), lease_expires_in(lease, observed, now)
+        ready = any(pod_ready(p) for p in shard_pods)
         if not shard_pods:
             out[shard] = Member(DEAD, expired, expires_in)
-        elif not expired and any(pod_ready(p) for p in shard_pods):
-            out[shard] = Member(AVAILABLE, False, expires_in)
+        elif ready:
+            out[shard] = Member(RESTARTING if expired else AVAILABLE, expired, expires_in)
         else:
             out[shard] = Member(SUSPECT, expired, expires_in)
     return out
 
 
-def movable(member: Member | None, dead_for: float, grace: float) -> bool:
-    """May apps leave this shard? Unknown or dead shards after the grace period, suspects once their lease
-    expired (the lease duration is their grace)."""
-    if member is None or member.status == DEAD:
-        return dead_for >= grace
-    return member.status == SUSPECT and member.lease_expired
+def movable(member: Member | None, unavailable_for: float, grace: float) -> bool:
+    """May apps leave this shard, unavailable for `unavailable_for` seconds? Never an available one's; an
+    unknown or dead one's after the grace period; a restarting or suspect one's after the grace period once
+    its lease has expired as observed."""
+    if member is not None and member.status == AVAILABLE:
+        return False
+    if member is not None and member.status != DEAD and not member.lease_expired:
+        return False
+    return unavailable_for >= grace
+
+
+def moves_in(member: Member | None, unavailable_for: float, grace: float) -> float | None:
+    """Seconds until `movable` turns true without a change of membership: None when it never will (a suspect
+    whose lease has not been timed yet, an available shard)."""
+    if member is not None and member.status == AVAILABLE:
+        return None
+    wait = grace - unavailable_for
+    if member is not None and member.status != DEAD and not member.lease_expired:
+        if member.expires_in is None:
+            return None
+        wait = max(wait, member.expires_in)
+    return wait

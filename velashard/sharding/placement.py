@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from velashard.apis import labels
-from velashard.sharding.membership import DEAD, SUSPECT, Member, movable
+from velashard.sharding.membership import Member, movable, moves_in
 from velashard.sharding.strategies import STRATEGIES, Ring, app_identity
 
 App = Mapping[str, Any]
@@ -105,17 +105,21 @@ def misplaced(apps: Iterable[App], shards: Sequence[str], pins: Mapping[str, str
     return out
 
 
-def track_unavailable(since: Mapping[str, float], unavailable: Iterable[str], now: float) -> dict[str, float]:
+def track_unavailable(since: Mapping[str, float], unavailable: Iterable[str], now: float,
+                      last_available: Mapping[str, float] | None = None) -> dict[str, float]:
     """Since when each shard that still holds apps has been unavailable: new ones from `now`, ones back or
-    empty forgotten."""
-    return {shard: since.get(shard, now) for shard in set(unavailable)}
+    empty forgotten, and none from before it was `last_available` (when membership last found it available:
+    a shard back for a moment between two looks at its apps starts its grace period again)."""
+    last = last_available or {}
+    return {shard: max(since.get(shard, now), last.get(shard, float("-inf"))) for shard in set(unavailable)}
 
 
 def due_orphans(apps: Iterable[App], unavailable_since: Mapping[str, float], now: float, grace: float,
                 members: Mapping[str, Member] | None = None) -> list[App]:
     """Apps whose shard has been unavailable long enough to move now, by the membership rule
-    (sharding/membership.py `movable`): a dead or unknown shard after `grace` seconds, a suspect one once its
-    lease has expired as the master saw it. Apps of a shard not in `unavailable_since` stay."""
+    (sharding/membership.py `movable`): after `grace` seconds, and for a shard whose process may still run
+    (restarting, suspect) once its lease has also expired as the master saw it. Apps of a shard not in
+    `unavailable_since` stay."""
     members = members or {}
     return [app for app in apps
             if (shard := shard_of(app)) in unavailable_since
@@ -124,18 +128,12 @@ def due_orphans(apps: Iterable[App], unavailable_since: Mapping[str, float], now
 
 def due_in(unavailable_since: Mapping[str, float], now: float, grace: float,
            members: Mapping[str, Member] | None = None) -> float | None:
-    """Seconds until the next unavailable shard's apps may move by the membership rule (a dead or unknown shard
-    at the end of its grace period, a suspect when its lease expires as observed), or None when none will
-    without a change of membership. Shards whose apps may move already are not waited for."""
+    """Seconds until the next unavailable shard's apps may move by the membership rule (the end of its grace
+    period, or its lease's expiry as observed if that comes later), or None when none will without a change
+    of membership. Shards whose apps may move already are not waited for."""
     members = members or {}
-    waits = []
-    for shard, since in unavailable_since.items():
-        member = members.get(shard)
-        if member is None or member.status == DEAD:
-            waits.append(grace - (now - since))
-        elif member.status == SUSPECT and member.expires_in is not None:
-            waits.append(member.expires_in)
-    return min((w for w in waits if w > 0), default=None)
+    waits = [moves_in(members.get(shard), now - since, grace) for shard, since in unavailable_since.items()]
+    return min((w for w in waits if w is not None and w > 0), default=None)
 
 
 def versions(apps: Iterable[App]) -> dict[str, str]:

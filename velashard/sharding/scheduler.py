@@ -4,8 +4,8 @@ It follows label-selected subsets of Applications with informers, never all of t
 shard label (new while the webhook was down, drained, or handed back by a shard for want of a valid
 proof) and those whose shard label names no available shard (the selector follows membership). Their
 events wake it; a periodic pass over the same caches is the safety net, so at steady state it sends no
-request at all. Whether an orphan may move is the membership rule's (sharding/membership.py): a dead
-shard's after the grace period, a suspect's once its lease expired. Every shard it sets carries a proof
+request at all. Whether an orphan may move is the membership rule's (sharding/membership.py): after the
+grace period, and once its lease expired if its process may still run. Every shard it sets carries a proof
 signed with the master's key (sharding/proof.py).
 """
 
@@ -78,7 +78,7 @@ class BackgroundScheduler:
         self._rebalance = False
         self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
-        discovery.on_members_change(self._wake.set)  # e.g. a released lease: a suspect's apps may move now
+        discovery.on_members_change(self._wake.set)  # e.g. a lease expired: a suspect's apps may move now
         keys.on_ready(self._wake.set)
 
     def _shards_changed(self, _shards: list[str]) -> None:
@@ -127,7 +127,8 @@ class BackgroundScheduler:
         plans = [(app, "unscheduled") for app in unscheduled]
         gone = orphans.store.list() if orphans.has_synced() else []
         if orphans.has_synced():
-            self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in gone}, now)
+            self._gone_since = track_unavailable(self._gone_since, {shard_of(a) for a in gone}, now,
+                                                 self.discovery.last_available())
             plans += [(app, "orphaned") for app in due_orphans(gone, self._gone_since, now, self.grace, members)]
         cached = versions(unscheduled + gone)
         self._acted = {uid: rv for uid, rv in self._acted.items() if cached.get(uid) == rv}

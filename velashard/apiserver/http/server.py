@@ -406,9 +406,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_consumed = False
         self._recorded = False
         self._code = 0
+        # requestURI as Kubernetes' audit events have it: what a request refused before routing (a 401) was for.
         self._audit: dict[str, Any] = {"verb": _VERB_BY_METHOD.get(self.command, self.command.lower()),
-                                       "resource": "", "subresource": "",
-                                       "namespace": "", "name": "", "apiGroup": ""}
+                                       "resource": "", "subresource": "", "namespace": "", "name": "",
+                                       "apiGroup": "", "requestURI": self.path}
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self._user = ANONYMOUS

@@ -21,6 +21,7 @@ from velashard.observability import setup_logging
 from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
+from velashard.webhook.tls import ReloadingContext
 
 
 class GunicornServer(BaseApplication):
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     GunicornServer(factory, {"bind": args.bind, "workers": 1, "threads": args.threads, "keepalive": 75,
                              "worker_class": "velashard.webhook.worker.StickyThreadWorker",
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
+                             # A new connection is served from the files as they are now (webhook/tls.py).
+                             "ssl_context": ReloadingContext(),
                              "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
                              "proc_name": "velashard-webhook",
                              # Workers go with the arbiter even if it is killed without a chance to stop them.

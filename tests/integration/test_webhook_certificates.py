@@ -6,81 +6,20 @@ from __future__ import annotations
 
 import base64
 import datetime
-import http.client
-import json
 import os
-import socket
-import ssl
 import subprocess
 import sys
 import threading
-import uuid
-
-from cryptography import x509
 
 from tests.e2e.helpers import free_port, stop_processes
-from tests.integration.helpers import eventually
+from tests.integration.helpers import AdmissionCaller, eventually, listening, serial
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import NAMESPACES, SECRETS
 from velashard.webhook.certificates import KeyPair, make_serving_cert
 from velashard.webhook.certstore import SharedCertificates
-from velashard.webhook.paths import MUTATING_PATH
 
 NS = "vela-system"
-
-
-def review() -> bytes:
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": "team-a", "name": "a",
-        "kind": {"group": "core.oam.dev", "version": "v1beta1", "kind": "Application"},
-        "userInfo": {"username": "alice"},
-        "object": {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
-                   "metadata": {"name": "a", "namespace": "team-a"}, "spec": {"components": []}}}}).encode()
-
-
-class Caller:
-    """Admission calls back to back, each on a new connection (the handshake is where a certificate is read),
-    verified against the CA: what failed, and the serials of the certificates served."""
-
-    def __init__(self, port: int, ca_pem: bytes):
-        self.port, self.failures, self.serials = port, [], []
-        self.context = ssl.create_default_context(cadata=ca_pem.decode())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> "Caller":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
-            try:
-                conn.request("POST", MUTATING_PATH, review(), {"Content-Type": "application/json"})
-                response = conn.getresponse()
-                answer = json.loads(response.read())
-                if response.status != 200 or not answer["response"]["allowed"]:
-                    self.failures.append(f"HTTP {response.status}: {answer}")
-                der = conn.sock.getpeercert(binary_form=True)
-                self.serials.append(x509.load_der_x509_certificate(der).serial_number)
-            except (OSError, ValueError, KeyError) as err:
-                self.failures.append(repr(err))
-            finally:
-                conn.close()
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def serial(pem: bytes) -> int:
-    return x509.load_pem_x509_certificate(pem).serial_number
 
 
 def test_shared_certificates_are_renewed_and_rotated_under_a_serving_webhook(make_apiserver, tmp_path):
@@ -115,7 +54,7 @@ def test_shared_certificates_are_renewed_and_rotated_under_a_serving_webhook(mak
                                 "--keyfile", standby.key_path, "--namespace", NS, "--threads", "2"])
     try:
         eventually(lambda: listening(port), timeout=30)
-        with Caller(port, standby.ca_pem()) as calls:
+        with AdmissionCaller(port, standby.ca_pem()) as calls:
             eventually(lambda: first in calls.serials, timeout=30)
             # The leader renews a year on (30 days before expiry): same CA, a new pair; the standby follows.
             assert leader.ensure(now + datetime.timedelta(days=340)) == "renewed"

@@ -92,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "KUBERNETES_SERVICE_HOST is set, else 127.0.0.1)")
     p.add_argument("--webhook-url", default=None,
                    help="out of cluster: create the webhook configurations pointing at this https://HOST:PORT")
-    p.add_argument("--webhook-cert-dir", default=None, help="ca.crt, tls.crt and tls.key to serve (default: made "
-                                                            "at start)")
+    p.add_argument("--webhook-cert-dir", default=None,
+                   help="ca.crt, tls.crt and tls.key to serve, read where they are, again when they change (e.g. a "
+                        "cert-manager Secret's volume; default: made by the leader, shared by every replica in the "
+                        "Secret <webhook service>-certs, renewed before they expire)")
     p.add_argument("--webhook-service-name", default="velashard-webhook")
     p.add_argument("--mutating-webhook-configuration-name", default="velashard-mutating")
     p.add_argument("--validating-webhook-configuration-name", default="velashard-validating")

@@ -196,8 +196,7 @@ class WebhookRunner:
     admission, as controller-runtime's webhook server does), restarting it if it dies; while this replica leads,
     also registers the webhooks and keeps self-made certificates renewed (`lead`)."""
 
-    def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey | None,
-                 drain: float | None = None):
+    def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey | None):
         self.client = client
         self.opts = opts
         self.keys = keys  # sharded: the webhook proves the shards it assigns with the master's key
@@ -205,16 +204,12 @@ class WebhookRunner:
         self.certs: MountedCertificates | SharedCertificates = (
             MountedCertificates(opts.cert_dir) if opts.cert_dir else
             SharedCertificates(client, opts.namespace, secret_name(opts.service_name), serving_hosts(opts), self._dir))
-        self._drain = (0.0 if opts.url else DRAIN_SECONDS) if drain is None else drain
+        self._drain = 0.0 if opts.url else DRAIN_SECONDS  # a URL is this replica's alone: nothing routes elsewhere
         self._proc: subprocess.Popen | None = None
         self._serving = False
         self._stop = threading.Event()
         self._register = threading.Event()  # set when the webhooks must be registered (again)
         self.certs.on_ca_change(self._register.set)
-
-    @property
-    def serving(self) -> bool:
-        return self._serving
 
     def readiness(self) -> list[str]:
         """Why this replica's webhook does not answer yet (a replica that cannot admit is not ready)."""

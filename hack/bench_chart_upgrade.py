@@ -175,7 +175,8 @@ def run(apps: int, scheduler: str, directory: str, timeout: float) -> dict[str, 
             or old["spec"]["template"] != new["spec"]["template"]
 
     writes = Counter(f'{r["verb"]} {r["resource"]}{"/" + r["subresource"] if r.get("subresource") else ""} '
-                     f'by {writer(r)}' for r in records if r["verb"] in ("create", "update", "patch", "delete")
+                     f'by {writer(r)}{"" if r.get("code", 200) < 300 else " (" + str(r["code"]) + ")"}'
+                     for r in records if r["verb"] in ("create", "update", "patch", "delete")
                      and r.get("namespace") == "default")
     return {
         "benchmark": "chart-upgrade", "cores": os.cpu_count(), "commit": _commit(), "apps": apps,

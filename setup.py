@@ -14,7 +14,9 @@ setup(
         "Flask>=3.0",
         # Flask's own server library: the dashboard serves with it directly, to bind 127.0.0.1 on a free port
         "Werkzeug>=3.0",
-        "gunicorn>=22",
+        # the webhook's worker reads gunicorn's private state (velashard/webhook/worker.py): the releases it was
+        # tested with; outside them it would run gunicorn's own, slower gthread worker
+        "gunicorn>=25.0.3,<28",
         "cryptography>=42",
         "cachetools>=5.3",
         "prometheus_client>=0.20",

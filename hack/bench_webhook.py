@@ -9,6 +9,9 @@
   The webhook worker's CPU time per call during the measured series comes with it.
 
     python hack/bench_webhook.py [--creates 2000] [--rate 200]   # per series: 4,000 creates at 400/s in all
+    python hack/bench_webhook.py --worker gthread                 # the same with another gunicorn worker
+    python hack/bench_webhook.py --compare-workers quick,gthread,gthread-h1c   # side by side, calls straight to
+                                                                  # one server per worker (h1c: gunicorn[fast])
 """
 
 from __future__ import annotations
@@ -106,8 +109,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--creates", type=int, default=2000)
     parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--worker", choices=sorted(WORKERS), default=DEFAULT_WORKER,
+                        help="the webhook server's gunicorn worker for the end-to-end series")
+    parser.add_argument("--compare-workers", default=None, metavar="A,B,...",
+                        help="instead: admission calls straight to one server per worker, taking turns, at --rate "
+                             "each (side by side: the same moments of the machine)")
     args = parser.parse_args()
-    result = {"benchmark": "webhook-latency", "cores": os.cpu_count(), "commit": _commit(), **bench_handler()}
+    if args.compare_workers:
+        print(json.dumps(compare_workers(args.compare_workers.split(","), args.creates, args.rate), indent=2))
+        return 0
+    result = {"benchmark": "webhook-latency", "worker": args.worker, "cores": os.cpu_count(), "commit": _commit(),
+              **bench_handler()}
 
     from velashard.core.install import install
     from velashard.kube.client import KubeClient
@@ -128,6 +140,7 @@ def main() -> int:
     open(signing_key, "wb").write(Signer.generate().private_pem())
     hook_port = _free_port()
     hook = subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
+                             *WORKERS[args.worker],
                              "--bind", f"127.0.0.1:{hook_port}", "--certfile", cert, "--keyfile", key,
                              "--signing-key-file", signing_key,
                              "--namespace", "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
@@ -145,7 +158,7 @@ def main() -> int:
         for hook_config in hooks["webhooks"]:
             hook_config["namespaceSelector"] = {"matchLabels": {"bench-webhook": "with"}}
         client.update(MUTATING_WEBHOOKS, hooks)
-        time.sleep(2)  # the server process is up
+        _wait_serving(hook_port, ca.cert_pem)
         # Warm-up, not measured: the API server's first TLS handshakes with the webhook, first calls of each path.
         paced_creates(server, ("without", "with"), 100, args.rate)
         worker = _children(hook.pid)[0]  # gunicorn's worker, which answers the calls
@@ -182,6 +195,119 @@ def main() -> int:
         hook.wait(10)
         server.stop()
     return 0
+
+
+# The webhook server's gunicorn worker: velashard's own (private gunicorn state; gunicorn 25 and later), gunicorn's
+# gthread with its Python parser, and gthread with its C parser (gunicorn_h1c, gunicorn 25 and later).
+WORKERS = {"quick": ["--worker-class", "velashard.webhook.worker.StickyThreadWorker"],
+           "gthread": ["--worker-class", "gthread", "--http-parser", "python"],
+           "gthread-h1c": ["--worker-class", "gthread", "--http-parser", "fast"]}
+DEFAULT_WORKER = "quick"
+
+
+def compare_workers(names: list[str], calls: int, rate: float, threads: int = 4) -> dict:
+    """Admission calls straight to one webhook server per worker, taking turns call by call (call i goes to
+    names[i % len]), each server at `rate` a second over kept-alive connections (as the API server calls it):
+    the round trip's p50 and p99 per worker and its worker process's CPU per call, side by side."""
+    import ssl
+
+    from velashard.sharding.proof import Signer
+    from velashard.webhook.certificates import make_ca, make_serving_cert
+    from velashard.webhook.paths import MUTATING_PATH
+
+    server = start_server()
+    workdir = tempfile.mkdtemp(prefix="bench-webhook-")
+    kubeconfig = server.http_kubeconfig(os.path.join(workdir, "kubeconfig"))
+    ca = make_ca()
+    serving = make_serving_cert(ca, ["127.0.0.1"])
+    cert, key, signing_key = (os.path.join(workdir, f) for f in ("tls.crt", "tls.key", "signing.key"))
+    open(cert, "wb").write(serving.cert_pem)
+    open(key, "wb").write(serving.key_pem)
+    open(signing_key, "wb").write(Signer.generate().private_pem())
+    ports = {name: _free_port() for name in names}
+    hooks = {name: subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
+                                     *WORKERS[name], "--bind", f"127.0.0.1:{ports[name]}", "--certfile", cert,
+                                     "--keyfile", key, "--signing-key-file", signing_key, "--namespace",
+                                     "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in names}
+    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    bodies = [json.dumps(review(i)).encode() for i in range(1000)]
+
+    def series(count: int) -> dict[str, list[float]]:
+        latencies: dict[str, list[float]] = {name: [] for name in names}
+        failed: list[str] = []
+        lock = threading.Lock()
+        total, interval = count * len(names), 1.0 / (rate * len(names))
+        start = time.perf_counter() + 0.2
+
+        def worker(indices: range) -> None:
+            conns = {name: http.client.HTTPSConnection("127.0.0.1", ports[name], context=context, timeout=10)
+                     for name in names}
+            for i in indices:
+                name = names[i % len(names)]
+                delay = start + i * interval - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                t0 = time.perf_counter()
+                conns[name].request("POST", MUTATING_PATH, bodies[i % len(bodies)],
+                                    {"Content-Type": "application/json"})
+                response = conns[name].getresponse()
+                response.read()
+                with lock:
+                    latencies[name].append((time.perf_counter() - t0) * 1000)
+                    if response.status != 200:
+                        failed.append(f"{name}: HTTP {response.status}")
+
+        workers = [threading.Thread(target=worker, args=(range(t, total, threads),)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if failed:
+            raise SystemExit(f"{len(failed)} calls failed, e.g. {failed[0]}")
+        return latencies
+
+    try:
+        for name in names:
+            _wait_serving(ports[name], ca.cert_pem)
+        series(100)  # warm-up: handshakes, the first calls of each path
+        workers = {name: _children(hooks[name].pid)[0] for name in names}
+        before = {name: _cpu_seconds(pid) for name, pid in workers.items()}
+        latencies = series(calls)
+        cpu = {name: _cpu_seconds(pid) - before[name] for name, pid in workers.items()}
+    finally:
+        for hook in hooks.values():
+            hook.terminate()
+            hook.wait(10)
+        server.stop()
+    result: dict = {"benchmark": "webhook-workers", "cores": os.cpu_count(), "commit": _commit(),
+                    "rate_per_second_each": rate, "calls_each": calls, "series": "interleaved", "workers": {}}
+    for name in names:
+        result["workers"][name] = {"ms_p50": round(percentile(latencies[name], 0.5), 3),
+                                   "ms_p99": round(percentile(latencies[name], 0.99), 3),
+                                   "worker_cpu_ms_per_call": round(cpu[name] * 1000 / calls, 3)}
+    first = result["workers"][names[0]]
+    for name in names[1:]:
+        result["workers"][name]["p99_minus_" + names[0]] = round(result["workers"][name]["ms_p99"] - first["ms_p99"], 3)
+    result["load_average"] = os.getloadavg()
+    return result
+
+
+def _wait_serving(port: int, ca_pem: bytes, timeout: float = 120.0) -> None:
+    """Until the webhook server answers (it starts slowly on a busy machine)."""
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", timeout=5, context=context):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _children(pid: int) -> list[int]:

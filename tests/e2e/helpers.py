@@ -157,3 +157,66 @@ def chart_identities(server: Any, kube: KubeClient, directory: Any, trust_admin:
         release.close()
     return (token_kubeconfig(server, kube, MASTER_SA, os.path.join(directory, "master.kubeconfig")),
             token_kubeconfig(server, kube, SHARD_SA, os.path.join(directory, "shard.kubeconfig")))
+
+
+class Dev:
+    """`velashard dev` as a user runs it (the chart by real Helm, the addon's shards, every pod a process of the
+    local kubelet), with `flags` such as `--set replicaCount=2`; its output lines kept."""
+
+    def __init__(self, directory: Any, *flags: str):
+        import sys
+        import threading
+
+        self.directory = directory
+        self.output: list[str] = []
+        self.proc = subprocess.Popen([sys.executable, "-m", "velashard.cli.main", "dev", "--dir", str(directory),
+                                      *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._reader = threading.Thread(target=lambda: self.output.extend(iter(self.proc.stdout.readline, "")),
+                                        daemon=True)
+        self._reader.start()
+
+    def wait_started(self, timeout: float = 240) -> KubeClient:
+        """Once dev says its processes are ready: an admin client of its API server."""
+        eventually(lambda: any("velashard dev: API server" in line for line in self.output) or
+                   self.proc.poll() is not None, timeout=timeout, interval=0.2)
+        assert self.proc.poll() is None, "".join(self.output)
+        return KubeClient.from_kubeconfig(str(self.directory / "kubeconfig"), shard_id="test", qps=500, burst=500)
+
+    def processes(self) -> list[dict]:
+        """The pods' processes that DIR/processes.json lists."""
+        import json
+
+        return [p for p in json.loads((self.directory / "processes.json").read_text()) if p["name"] != "apiserver"]
+
+    def masters(self) -> list[dict]:
+        """The master pods' processes that are Ready and not terminating."""
+        return [p for p in self.processes() if p["name"].startswith("velashard-") and p.get("ready")
+                and not p["name"].startswith("velashard-shard-") and not p.get("terminating")]
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._reader.join(timeout=10)
+        return "".join(self.output)
+
+
+def webhook_calls(port: int, ca_pem: bytes, webhook: str = "mutating") -> float:
+    """How many admission calls the webhook server on `port` answered (its own metric, on its own /metrics)."""
+    import re
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    context.check_hostname = False
+    text = urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=10, context=context).read().decode()
+    return sum(float(v) for v in re.findall(rf'^velashard_webhook_duration_seconds_count{{webhook="{webhook}"}} '
+                                            r'([0-9.e+]+)$', text, re.M))
+
+
+def leader_pod(kube: KubeClient, shard: str = "master") -> str:
+    """The pod whose process holds the shard's Lease (identities start with the pod's name)."""
+    holder = (kube.get(LEASES, f"velashard-{shard}", RUNTIME_NS).get("spec") or {}).get("holderIdentity") or ""
+    return holder.rsplit("_", 1)[0]

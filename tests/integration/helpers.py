@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import ssl
+import threading
 import time
+import uuid
 from typing import Any, Callable
+
+from cryptography import x509
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from velashard.webhook.paths import MUTATING_PATH
 
 
 def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -128,3 +137,56 @@ def trust_authorless_apps(kube: Any, *users: str) -> None:
                                                  "name": user}]})
         except errors.AlreadyExists:
             pass
+
+
+def admission_review() -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": "team-a", "name": "a",
+        "kind": {"group": "core.oam.dev", "version": "v1beta1", "kind": "Application"},
+        "userInfo": {"username": "alice"},
+        "object": {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                   "metadata": {"name": "a", "namespace": "team-a"}, "spec": {"components": []}}}}).encode()
+
+
+class AdmissionCaller:
+    """Admission calls back to back, each on a new connection (the handshake is where a certificate is read),
+    verified against the CA: what failed, and the serials of the certificates served."""
+
+    def __init__(self, port: int, ca_pem: bytes):
+        self.port, self.failures, self.serials = port, [], []
+        self.context = ssl.create_default_context(cadata=ca_pem.decode())
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "AdmissionCaller":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
+            try:
+                conn.request("POST", MUTATING_PATH, admission_review(), {"Content-Type": "application/json"})
+                response = conn.getresponse()
+                answer = json.loads(response.read())
+                if response.status != 200 or not answer["response"]["allowed"]:
+                    self.failures.append(f"HTTP {response.status}: {answer}")
+                der = conn.sock.getpeercert(binary_form=True)
+                self.serials.append(x509.load_der_x509_certificate(der).serial_number)
+            except (OSError, ValueError, KeyError) as err:
+                self.failures.append(repr(err))
+            finally:
+                conn.close()
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def serial(pem: bytes) -> int:
+    return x509.load_pem_x509_certificate(pem).serial_number

@@ -225,3 +225,23 @@ def test_a_suspects_apps_move_once_both_its_lease_is_gone_and_the_grace_period_p
         for shard in ("alive", "leaving", "restarting"):
             kube.delete(PODS, f"vela-core-{shard}", "vela-system")
             kube.delete(LEASES, f"velashard-{shard}", "vela-system")
+
+
+def test_a_new_leader_drains_what_the_ring_places_elsewhere_once(kube, scheduler):
+    # The static list grew while no master led (a chart upgrade adds a shard and restarts the master): no
+    # membership change is ever seen, so the new leader's first pass looks for misplaced apps itself.
+    namespace(kube, "ch-upgrade")
+    state = PlacementState("consistent-hash")
+    for i in range(20):
+        obj = {"apiVersion": API_VERSION, "kind": "Application", "metadata": {"name": f"u{i}", "namespace": "ch-upgrade"}}
+        create_app(kube, "ch-upgrade", f"u{i}", place(obj, SHARDS, None, None, state)[0])
+    background = scheduler("consistent-hash", SHARDS + ["shard-4"])
+    background.run_once(now=0.0)
+    drained = shards_in(kube, "ch-upgrade", labels.DRAIN)
+    assert drained[None] < 20 and set(drained) == {None, "shard-4"}
+    for app in kube.list(APPLICATIONS, "ch-upgrade")["items"]:  # the shards let go; nothing more is asked
+        if labels.DRAIN in app["metadata"]["labels"]:
+            kube.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {"labels": {
+                labels.DRAIN: None, labels.SCHEDULED_SHARD_ID: None}}}, "ch-upgrade")
+    background.run_once(now=1.0)
+    assert shards_in(kube, "ch-upgrade", labels.DRAIN) == {None: 20}

@@ -219,7 +219,13 @@ def test_nothing_is_adopted_or_collected_by_accident(cluster):
 def test_authorless_apps_act_as_the_default_user(cluster):
     _, kube, _ = cluster
     kube.create(APPLICATIONS, app("legacy", [objects(configmap("legacy-settings"))], author=None))
-    assert refused(kube, "legacy") == "Forbidden: kubevela:vela-core cannot create configmaps in namespace team-a"
+    message = refused(kube, "legacy")
+    # It says why it acts as the default user, and what to check.
+    assert message.startswith("Forbidden: kubevela:vela-core cannot create configmaps in namespace team-a (no author "
+                              "was recorded on this application (annotation app.oam.dev/username), so it acts as the "
+                              "default user kubevela:vela-core: it was written past the master's mutating webhook; "
+                              "check that the webhook is registered (kubectl get mutatingwebhookconfigurations)"), message
+    assert eventually(lambda: message in warnings(kube, "legacy"))
     # The platform admin gives the default user the right here: the app is retried (with backoff) and runs.
     grant(kube, "team-a", "default-user", {"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                            "name": "kubevela:vela-core"},

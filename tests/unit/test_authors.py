@@ -8,7 +8,7 @@ import json
 
 from velashard.apis import labels
 from velashard.core.authors import (AuthConfig, author_annotations, author_of, group_regex, recorded_groups,
-                                    refusal)
+                                    refusal, unrecorded_author)
 from velashard.kube.client import Identity, describe_request
 from velashard.sharding.proof import Signer
 from velashard.webhook.decisions import MutationContext, mutate
@@ -120,3 +120,15 @@ def test_refusals_name_the_request_in_rbac_terms():
     assert describe_request("get", "/api/v1/namespaces/team-b") == 'get namespaces "team-b" at the cluster scope'
     assert describe_request("update", "/apis/core.oam.dev/v1beta1/namespaces/x/applications/a/status") == \
         'update applications.core.oam.dev/status "a" in namespace x'
+
+
+def test_an_app_with_no_recorded_author_says_why_it_acts_as_the_default_user():
+    authorless = {"metadata": {"name": "a", "annotations": {}}}
+    why = unrecorded_author(authorless, AuthConfig(default_user="kubevela:vela-core"))
+    assert why is not None and "no author was recorded" in why and "acts as the default user kubevela:vela-core" in why
+    assert "mutatingwebhookconfigurations" in why
+    recorded = {"metadata": {"annotations": {labels.APP_USERNAME: "alice"}}}
+    assert unrecorded_author(recorded, AuthConfig()) is None
+    groups_only = {"metadata": {"annotations": {labels.APP_GROUP: "kubevela:team"}}}
+    assert unrecorded_author(groups_only, AuthConfig(with_user=False)) is None
+    assert unrecorded_author(authorless, AuthConfig(enabled=False)) is None

@@ -236,3 +236,17 @@ def test_chart_definitions_match_the_catalog_and_are_installed():
     rendered = {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].endswith("Definition")}
     assert rendered == {(d["kind"], d["metadata"]["name"]) for d in catalog}
     assert not [d for d in render({"definitions": {"install": False}}) if d["kind"].endswith("Definition")]
+
+
+def test_a_certificate_secret_is_mounted_and_served_from_where_it_is_mounted():
+    docs = render({"sharding": {"enabled": True}, "webhook": {"certificate": {"secretName": "webhook-tls"}}})
+    spec = find(docs, "Deployment")["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert "--webhook-cert-dir=/etc/k8s-webhook-certs" in container["args"]
+    assert container["volumeMounts"] == [{"name": "webhook-certificate", "mountPath": "/etc/k8s-webhook-certs",
+                                          "readOnly": True}]
+    assert spec["volumes"] == [{"name": "webhook-certificate", "secret": {"secretName": "webhook-tls"}}]
+    # Without one the master makes its own: nothing mounted; the pod's name says which replica leads.
+    spec = find(render({"sharding": {"enabled": True}}), "Deployment")["spec"]["template"]["spec"]
+    assert "volumes" not in spec and not [a for a in spec["containers"][0]["args"] if "cert-dir" in a]
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in spec["containers"][0]["env"]

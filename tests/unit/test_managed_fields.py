@@ -192,3 +192,23 @@ def test_configmap_data_is_granular():
     live = applied_by(CONFIGMAPS, None, cm, "one")
     both = applied_by(CONFIGMAPS, live, {**cm, "data": {"b": "2"}}, "two")
     assert both["data"] == {"a": "1", "b": "2"}
+
+
+def test_a_ca_bundle_set_by_an_update_survives_an_apply_of_the_webhooks_without_it():
+    # Webhook configurations' webhooks are a list-map keyed by name: the master's caBundle (an Update) and Helm's
+    # apply of the chart's webhooks (no caBundle) own different fields of the same item, so an upgrade applies.
+    webhooks = Registry().lookup("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+
+    def config(bundle=None):
+        client = {"service": {"name": "velashard", "namespace": "vela-system"}}
+        if bundle:
+            client["caBundle"] = bundle
+        return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "velashard-mutating"},
+                "webhooks": [{"name": "a.core.oam.dev", "clientConfig": client, "sideEffects": "None"}]}
+
+    live = applied_by(webhooks, None, config(), "helm")
+    patched = config("Q0E=")
+    patched["metadata"]["managedFields"] = record(webhooks, live, patched, Write("velashard"), None, LATER)
+    upgraded = applied_by(webhooks, patched, config(), "helm", now=LATER)
+    assert upgraded["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="

@@ -159,7 +159,8 @@ def test_configurations_and_certificate_renewal():
     import datetime
 
     from velashard.webhook.certificates import make_ca, make_serving_cert
-    from velashard.webhook.runner import WebhookOptions, configurations, needs_renewal, serving_hosts
+    from velashard.webhook.certstore import needs_renewal
+    from velashard.webhook.runner import WebhookOptions, configurations, serving_hosts
 
     opts = WebhookOptions(url="https://dev.example:9443")
     mutating, validating = configurations(opts, b"CA")

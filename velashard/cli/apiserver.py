@@ -31,18 +31,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="simulated nodes to register, with heartbeat Leases "
                              "(default 1 with --simulate-workloads, else 0)")
     parser.add_argument("--service-endpoint", action="append", default=[], metavar="NS/NAME=HOST:PORT",
-                        help="where a Service named by a webhook's clientConfig.service is reached (repeatable)")
+                        help="where a Service named by a webhook's clientConfig.service is reached (repeatable; a "
+                             "Service given more than once is reached at each, a connection at one chosen at random)")
 
 
-def parse_service_endpoints(values: list[str]) -> dict[str, str]:
-    endpoints: dict[str, str] = {}
+def parse_service_endpoints(values: list[str]) -> dict[str, list[str]]:
+    endpoints: dict[str, list[str]] = {}
     for value in values:
         ref, sep, address = value.partition("=")
         host, colon, port = address.rpartition(":")
         if not sep or ref.count("/") != 1 or not all(ref.split("/")) or not colon or not host or not port.isdigit():
             raise UsageError(f"--service-endpoint {value!r}: expected NS/NAME=HOST:PORT, e.g. "
                              f"vela-system/vela-webhook=127.0.0.1:9443")
-        endpoints[ref] = address
+        endpoints.setdefault(ref, []).append(address)
     return endpoints
 
 

@@ -21,6 +21,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "loopback is refused otherwise), e.g. 127.0.0.1:8080")
     parser.add_argument("--dashboard-port", type=int, default=0,
                         help="port of the dashboard on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--set", dest="values", action="append", default=[], metavar="KEY=VALUE",
+                        help="a chart value, as Helm's --set takes it (dotted keys, e.g. replicaCount=2 or "
+                             "sharding.scheduler=consistent-hash; repeatable), over dev's own")
+
+
+def parse_values(items: list[str]) -> dict:
+    """Helm's --set KEY=VALUE for scalars: dotted keys make nested maps, values read as YAML scalars (2, true, a)."""
+    import yaml
+
+    values: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE, e.g. replicaCount=2")
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, (dict, list)):
+            value = raw  # Helm's --set takes scalars here; lists and maps are its own syntax
+        *parents, leaf = key.split(".")
+        node = values
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UsageError(f"--set {item!r}: {part} is already a value, not a map")
+            node = child
+        node[leaf] = value
+    return values
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,12 +67,14 @@ def run(args: argparse.Namespace) -> int:
             parse_allowed(item)
         except ValueError as err:
             raise UsageError(f"--workflow-http-allow: {err}")
+    values = parse_values(args.values)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         return run_dev(args.shards, args.apps, args.dir, args.port, stop=stop, log_format=args.log_format,
-                       log_level=args.log_level, http_allow=allow, dashboard_port=args.dashboard_port)
+                       log_level=args.log_level, http_allow=allow, dashboard_port=args.dashboard_port,
+                       values=values)
     except OSError as err:
         if err.errno == errno.EADDRINUSE:
             raise UsageError(f"--port {args.port}: the port is in use (another velashard dev?); choose another, "

@@ -92,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "KUBERNETES_SERVICE_HOST is set, else 127.0.0.1)")
     p.add_argument("--webhook-url", default=None,
                    help="out of cluster: create the webhook configurations pointing at this https://HOST:PORT")
-    p.add_argument("--webhook-cert-dir", default=None, help="ca.crt, tls.crt and tls.key to serve (default: made "
-                                                            "at start)")
+    p.add_argument("--webhook-cert-dir", default=None,
+                   help="ca.crt, tls.crt and tls.key to serve, read where they are, again when they change (e.g. a "
+                        "cert-manager Secret's volume; default: made by the leader, shared by every replica in the "
+                        "Secret <webhook service>-certs, renewed before they expire)")
     p.add_argument("--webhook-service-name", default="velashard-webhook")
     p.add_argument("--mutating-webhook-configuration-name", default="velashard-mutating")
     p.add_argument("--validating-webhook-configuration-name", default="velashard-validating")
@@ -342,7 +344,12 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         auto_schedule=not gates.get("DisableWebhookAutoSchedule", False),
         validate_components=gates.get("ValidateComponentWhenSharding", False), kubeconfig=args.kubeconfig,
         log_format=args.log_format, sharding=args.enable_sharding, auth=auth), keys)
-    manager.add_runnable(webhooks.start, webhooks.stop)
+    # Every replica serves admission; the leader registers the webhooks and renews the certificates every replica
+    # serves. Readiness is the webhook's (the Service routes admission calls to every Ready replica): a replica
+    # whose webhook does not answer is not ready, and a new leader still syncing its caches keeps admitting.
+    manager.add_runnable(webhooks.start, webhooks.stop, leader_only=False)
+    manager.add_runnable(webhooks.lead, lambda: None)
+    manager.add_readiness_check(webhooks.readiness, instead_of_caches=args.enable_sharding)
 
 
 def main(argv: list[str]) -> int:
@@ -367,7 +374,9 @@ def main(argv: list[str]) -> int:
     # election replicas compete for it; without, the one process takes it under a stable identity, so that a
     # restarted process need not wait out its predecessor's lease.
     if args.enable_leader_election:
-        identity = args.leader_election_identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        # The pod's name (the chart passes POD_NAME; a pod's hostname is its name too) says which replica leads.
+        host = os.environ.get("POD_NAME") or socket.gethostname()
+        identity = args.leader_election_identity or f"{host}_{uuid.uuid4().hex[:8]}"
     else:
         identity = args.leader_election_identity or args.shard_id
     election = LeaderElectionConfig(lease_name(args.leader_election_id, args.shard_id),

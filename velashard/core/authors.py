@@ -79,6 +79,18 @@ def author_of(app: dict[str, Any], config: AuthConfig) -> Identity:
     return Identity(user if isinstance(user, str) and user else config.default_user, groups)
 
 
+def unrecorded_author(app: dict[str, Any], config: AuthConfig) -> str | None:
+    """Why a refused app acts as the default user, and what to check, when no author was recorded on it (it was
+    written past the master's mutating webhook: before it was registered, while it was down, or by hand); None
+    when an author was recorded or authentication is off."""
+    if not config.enabled or has_author(app):
+        return None
+    return (f"no author was recorded on this application (annotation {labels.APP_USERNAME}), so it acts as the "
+            f"default user {config.default_user}: it was written past the master's mutating webhook; check that "
+            f"the webhook is registered (kubectl get mutatingwebhookconfigurations) and a master replica is Ready. "
+            f"Its author's next change to its spec records them")
+
+
 def refusal(app: dict[str, Any], config: AuthConfig) -> str | None:
     """Why the app may not run as it is, or None."""
     annotations = (app.get("metadata") or {}).get("annotations") or {}

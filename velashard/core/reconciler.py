@@ -17,7 +17,7 @@ from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.core import status as app_status
 from velashard.core.apply import Applier
-from velashard.core.authors import AuthConfig, author_of, refusal
+from velashard.core.authors import AuthConfig, author_of, refusal, unrecorded_author
 from velashard.core.context import ReconcileContext
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event, timestamp
@@ -371,7 +371,9 @@ class ApplicationReconciler:
         """Condition Authorized: False naming every refusal this reconcile met, else whom the app acts as."""
         now = timestamp()
         if ctx.forbidden:
-            return app_status.condition("Authorized", False, "Forbidden", "; ".join(ctx.forbidden), now)
+            why = unrecorded_author(ctx.app, self.auth)
+            message = "; ".join(ctx.forbidden) + (f" ({why})" if why else "")
+            return app_status.condition("Authorized", False, "Forbidden", message, now)
         who = ctx.author.identity
         message = f"acts as {who}" if who is not None else "acts as the controller (authentication is off)"
         return app_status.condition("Authorized", True, "Authorized", message, now)

@@ -5,14 +5,20 @@ app.kubernetes.io/name=vela-core it keeps `replicas` Pod objects and one `velash
 pod, started with the container's args. Pod status follows the process: Ready from its /readyz (NotReady
 after the readiness probe's failureThreshold failures in a row, each allowed its timeoutSeconds, as the
 kubelet counts them: one slow answer on a busy machine is not a failure), NotReady within two seconds of
-its death, restarts with exponential backoff unless the pod's restartPolicy is Never. Installing shards through the addon, scaling them and killing one behave
-as in a cluster.
+its death, restarts with exponential backoff unless the pod's restartPolicy is Never. A changed pod template
+rolls out as a Deployment's default RollingUpdate does (max surge 25% rounded up, max unavailable 25% rounded
+down: a new pod first, an old one removed once the new is Ready); a pod deleted through the API (`kubectl
+delete pod`) is terminated as a kubelet does: out of its Services at once, SIGTERM, SIGKILL after its grace
+period, and the Deployment gets a new pod. A Service routes to every Ready pod it selects. Installing shards
+through the addon, scaling them, upgrading the chart and killing a process behave as in a cluster.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import math
 import os
 import socket
 import subprocess
@@ -28,6 +34,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.registry.rest import Request, RestAPI
 from velashard.apiserver.simulation.workloads import UNMANAGED_ANNOTATION
 from velashard.apiserver.storage.store import now_rfc3339
+from velashard.dev.volumes import SecretVolume, local_args, secret_volumes
 
 log = logging.getLogger("velashard.dev.kubelet")
 
@@ -61,6 +68,8 @@ class LocalPod:
     deployment: str
     args: list[str]
     restart_policy: str
+    template_hash: str = ""
+    grace: float = 30.0  # terminationGracePeriodSeconds
     service_account: str = "default"
     labels: dict[str, str] = field(default_factory=dict)
     metrics_port: int = field(default_factory=free_port)
@@ -75,16 +84,19 @@ class LocalPod:
     probe_timeout: float = 1.0  # the readiness probe's timeoutSeconds
     failure_threshold: int = 3  # its failureThreshold
     probe_failures: int = 0  # failed probes in a row
+    terminating: bool = False  # deleted, or replaced by a rollout: out of its Services, stopping
+    volumes: list[SecretVolume] = field(default_factory=list)
 
 
 class LocalKubelet:
     def __init__(self, api: RestAPI, kubeconfig: str, namespace: str, log_dir: str, poll: float = 0.5,
                  credentials: Callable[[LocalPod], str] | None = None,
-                 route_service: Callable[[str, str | None], None] | None = None,
+                 route_service: Callable[[str, list[str]], None] | None = None,
                  on_change: Callable[[list[dict[str, Any]]], None] | None = None):
         """`credentials(pod)`: the kubeconfig a pod's process uses (its ServiceAccount's token), else
-        `kubeconfig` for all; `route_service(NS/NAME, HOST:PORT or None)`: keeps the Services that select a
-        pod pointing at its process's webhook port, else the master gets --webhook-url; `on_change(processes)`:
+        `kubeconfig` for all; `route_service(NS/NAME, [HOST:PORT, ...])`: keeps each Service that selects pods
+        pointing at the webhook ports of its Ready pods' processes, else the master gets --webhook-url;
+        `on_change(processes)`:
         called from the kubelet's thread with `processes()` whenever a process starts, stops, restarts or
         changes readiness."""
         self.api = api
@@ -97,6 +109,9 @@ class LocalKubelet:
         self.log_dir = log_dir
         self.poll = poll
         self.pods: dict[str, LocalPod] = {}
+        self._lock = threading.Lock()  # self.pods: a terminated pod leaves it from its own thread
+        self._next: dict[str, int] = {}  # the next pod number per Deployment and template
+        self._routes: dict[str, list[str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="local-kubelet", daemon=True)
         self._req = Request(user=dict(KUBELET_USER))
@@ -111,7 +126,11 @@ class LocalKubelet:
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(timeout=10)
-        for pod in list(self.pods.values()):
+        pods = self._pods()
+        for pod in pods:  # all at once, then wait for each
+            if pod.process is not None and pod.process.poll() is None:
+                pod.process.terminate()
+        for pod in pods:
             self._kill(pod)
 
     def _run(self) -> None:
@@ -138,26 +157,63 @@ class LocalKubelet:
 
     # --- convergence -----------------------------------------------------------------------------
 
+    def _pods(self) -> list[LocalPod]:
+        with self._lock:
+            return list(self.pods.values())
+
     def sync(self) -> None:
         assert self._deployments is not None
         deployments = [d for d in self.api.store.list(self._deployments.group_resource, self.namespace)[0]
                        if is_vela_core(d) and not d["metadata"].get("deletionTimestamp")]
-        wanted: dict[str, tuple[dict[str, Any], int]] = {}
+        objects = {p["metadata"]["name"]: p for p in self.api.store.list(("", "pods"), self.namespace)[0]}
+        names = {d["metadata"]["name"] for d in deployments}
+        for pod in self._pods():
+            obj = objects.get(pod.name)
+            if not pod.terminating and (obj is None or obj["metadata"].get("deletionTimestamp")
+                                        or pod.deployment not in names):
+                self._terminate(pod)  # deleted through the API, or its Deployment is gone
         for dep in deployments:
             self._claim(dep)
-            replicas = (dep.get("spec") or {}).get("replicas", 1)
-            for i in range(replicas):
-                wanted[f'{dep["metadata"]["name"]}-{_template_hash(dep)}-{i}'] = (dep, i)
-        for name in [n for n in self.pods if n not in wanted]:
-            self._remove(self.pods.pop(name))
-        for name, (dep, _) in wanted.items():
-            pod = self.pods.get(name)
-            if pod is None:
-                pod = self._create(name, dep)
-                self.pods[name] = pod
-            self._supervise(pod)
+            self._roll(dep)
+        for pod in self._pods():
+            if not pod.terminating:
+                self._supervise(pod)
+        self._route_services()
         for dep in deployments:
             self._deployment_status(dep)
+
+    def _roll(self, dep: dict[str, Any]) -> None:
+        """`replicas` pods of the current template: new ones first, up to the surge; old ones removed while as
+        many stay Ready as max unavailable allows (not-Ready ones at once)."""
+        name, template = dep["metadata"]["name"], _template_hash(dep)
+        replicas = (dep.get("spec") or {}).get("replicas", 1)
+        surge, unavailable = math.ceil(replicas * 0.25), math.floor(replicas * 0.25)
+        surge = surge or (0 if unavailable else 1)
+        mine = [p for p in self._pods() if p.deployment == name and not p.terminating]
+        new = sorted((p for p in mine if p.template_hash == template), key=lambda p: p.name)
+        old = [p for p in mine if p.template_hash != template]
+        while len(new) > replicas:  # scaled down: the not-Ready first, then the newest
+            victim = min(new, key=lambda p: (bool(p.ready), -int(p.name.rsplit("-", 1)[1])))
+            new.remove(victim)
+            self._terminate(victim)
+        while len(new) < replicas and len(new) + len(old) < replicas + surge:
+            pod = self._create(self._next_name(name, template), dep, template)
+            with self._lock:
+                self.pods[pod.name] = pod
+            new.append(pod)
+        ready = sum(1 for p in new + old if p.ready)
+        for pod in sorted(old, key=lambda p: bool(p.ready)):
+            if pod.ready:
+                if ready - 1 < replicas - unavailable:
+                    break
+                ready -= 1
+            self._terminate(pod)
+
+    def _next_name(self, deployment: str, template: str) -> str:
+        key = f"{deployment}-{template}"
+        number = self._next.get(key, 0)
+        self._next[key] = number + 1
+        return f"{key}-{number}"
 
     def _claim(self, dep: dict[str, Any]) -> None:
         """Mark the Deployment as ours so that the workload simulator leaves its status alone."""
@@ -167,17 +223,21 @@ class LocalKubelet:
                            "application/merge-patch+json",
                            {"metadata": {"annotations": {UNMANAGED_ANNOTATION: "false"}}}, self._req)
 
-    def _create(self, name: str, dep: dict[str, Any]) -> LocalPod:
+    def _create(self, name: str, dep: dict[str, Any], template_hash: str) -> LocalPod:
         template = dep["spec"]["template"]
         container = (template.get("spec") or {}).get("containers", [{}])[0]
         restart = (template.get("spec") or {}).get("restartPolicy", "Always")
         pod_labels = dict((template.get("metadata") or {}).get("labels") or {})
         probe = container.get("readinessProbe") or {}
         pod = LocalPod(name, dep["metadata"]["name"], list(container.get("args") or []), restart,
+                       template_hash=template_hash,
+                       grace=float((template.get("spec") or {}).get("terminationGracePeriodSeconds", 30)),
                        service_account=(template.get("spec") or {}).get("serviceAccountName") or "default",
                        labels=pod_labels, log_path=os.path.join(self.log_dir, f"{name}.log"),
                        probe_timeout=float(probe.get("timeoutSeconds") or 1),
-                       failure_threshold=int(probe.get("failureThreshold") or 3))
+                       failure_threshold=int(probe.get("failureThreshold") or 3),
+                       volumes=secret_volumes(template.get("spec") or {}, container,
+                                              os.path.join(os.path.dirname(self.log_dir), "volumes", name)))
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": self.namespace, "labels": dict(pod_labels),
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": dep["metadata"]["name"],
@@ -191,9 +251,9 @@ class LocalKubelet:
         return pod
 
     def command(self, pod: LocalPod) -> list[str]:
-        args = [a for a in pod.args if not a.startswith(("--kubeconfig", "--metrics-addr", "--health-addr",
-                                                           "--webhook-port", "--webhook-bind-address", "--webhook-url",
-                                                           "--namespace"))]
+        args = [a for a in local_args(pod.args, pod.volumes)
+                if not a.startswith(("--kubeconfig", "--metrics-addr", "--health-addr", "--webhook-port",
+                                     "--webhook-bind-address", "--webhook-url", "--namespace"))]
         kubeconfig = self.credentials(pod) if self.credentials is not None else self.kubeconfig
         # A pod's process is local: everything it serves listens on loopback, whatever the chart asks of a pod.
         args += ["--kubeconfig", kubeconfig, "--namespace", self.namespace,
@@ -204,22 +264,55 @@ class LocalKubelet:
             args += ["--webhook-url", f"https://127.0.0.1:{pod.webhook_port}"]  # identity: from a SelfSubjectReview
         return [sys.executable, "-m", "velashard.cli.main", *args]
 
-    def _route(self, pod: LocalPod, ready: bool) -> None:
-        """Point the Services selecting this pod at its process (their webhook port), as Endpoints would."""
+    def _route_services(self) -> None:
+        """Point each Service with a webhook port at every Ready, not terminating pod it selects, as Endpoints
+        would."""
         if self.route_service is None:
             return
-        services = self.api.store.list(("", "services"), self.namespace)[0]
-        for svc in services:
+        pods = [p for p in self._pods() if p.ready and not p.terminating]
+        for svc in self.api.store.list(("", "services"), self.namespace)[0]:
             selector = (svc.get("spec") or {}).get("selector") or {}
-            if not selector or any(pod.labels.get(k) != v for k, v in selector.items()):
+            if not selector or not any(p.get("targetPort") == "webhook" or p.get("name") == "webhook"
+                                       for p in (svc.get("spec") or {}).get("ports") or []):
                 continue
-            if any(p.get("targetPort") == "webhook" or p.get("name") == "webhook"
-                   for p in (svc.get("spec") or {}).get("ports") or []):
-                self.route_service(f'{self.namespace}/{svc["metadata"]["name"]}',
-                                   f"127.0.0.1:{pod.webhook_port}" if ready else None)
+            ref = f'{self.namespace}/{svc["metadata"]["name"]}'
+            endpoints = sorted(f"127.0.0.1:{p.webhook_port}" for p in pods
+                               if all(p.labels.get(k) == v for k, v in selector.items()))
+            if self._routes.get(ref) != endpoints:
+                self.route_service(ref, endpoints)
+                self._routes[ref] = endpoints
+
+    def _terminate(self, pod: LocalPod) -> None:
+        """As a kubelet stops a pod: out of its Services first, then SIGTERM, SIGKILL after its grace period,
+        then the Pod object goes (in a thread of its own: the other pods are not held up meanwhile)."""
+        pod.terminating, pod.ready = True, False
+        self._route_services()
+        log.info("pod terminating", extra={"fields": {"pod": pod.name}})
+        threading.Thread(target=self._finish, args=(pod,), name=f"terminate-{pod.name}", daemon=True).start()
+
+    def _finish(self, pod: LocalPod) -> None:
+        self._kill(pod)
+        try:
+            self.api.delete(self._pods_rt, self.namespace, pod.name, {"gracePeriodSeconds": 0}, self._req)
+        except errors.APIError as err:
+            if err.code != 404:
+                log.warning("deleting a terminated pod failed: %s", err.message)
+        with self._lock:
+            self.pods.pop(pod.name, None)
+
+    def _volumes_ready(self, pod: LocalPod) -> bool:
+        """Project the pod's Secret volumes (again when a Secret changed, as a kubelet's periodic sync does);
+        whether all are there (a pod whose Secret does not exist yet waits to start)."""
+        ready = True
+        for volume in pod.volumes:
+            secret = self.api.store.get(("", "secrets"), (self.namespace, volume.secret))
+            ready = volume.sync(secret) and ready
+        return ready
 
     def _supervise(self, pod: LocalPod) -> None:
         now = time.monotonic()
+        if not self._volumes_ready(pod):
+            return
         running = pod.process is not None and pod.process.poll() is None
         if not running:
             if pod.process is not None:
@@ -260,7 +353,6 @@ class LocalKubelet:
         if pod.ready is ready and pod.state == state:
             return
         pod.ready, pod.state = ready, state
-        self._route(pod, ready)
         now = now_rfc3339()
         status = {"phase": phase, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
                   "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now},
@@ -280,24 +372,18 @@ class LocalKubelet:
         if pod.process is not None and pod.process.poll() is None:
             pod.process.terminate()
             try:
-                pod.process.wait(12)
+                pod.process.wait(min(pod.grace, 30.0))
             except subprocess.TimeoutExpired:
                 pod.process.kill()
-
-    def _remove(self, pod: LocalPod) -> None:
-        self._kill(pod)
-        try:
-            self.api.delete(self._pods_rt, self.namespace, pod.name, {"gracePeriodSeconds": 0}, self._req)
-        except errors.APIError as err:
-            if err.code != 404:
-                raise
+                pod.process.wait()
 
     def _deployment_status(self, dep: dict[str, Any]) -> None:
-        mine = [p for p in self.pods.values() if p.deployment == dep["metadata"]["name"]]
+        mine = [p for p in self._pods() if p.deployment == dep["metadata"]["name"] and not p.terminating]
         ready = sum(1 for p in mine if p.ready)
         replicas = (dep.get("spec") or {}).get("replicas", 1)
+        updated = sum(1 for p in mine if p.template_hash == _template_hash(dep))
         status = {"observedGeneration": dep["metadata"].get("generation", 1), "replicas": len(mine),
-                  "updatedReplicas": len(mine), "readyReplicas": ready, "availableReplicas": ready,
+                  "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": ready,
                   "conditions": [{"type": "Available", "status": "True" if ready >= replicas else "False",
                                   "reason": "MinimumReplicasAvailable" if ready >= replicas
                                   else "MinimumReplicasUnavailable"}]}
@@ -315,9 +401,9 @@ class LocalKubelet:
     def processes(self) -> list[dict[str, Any]]:
         return [{"name": p.name, "pid": p.process.pid if p.process else None, "metricsPort": p.metrics_port,
                  "healthPort": p.health_port, "webhookPort": p.webhook_port, "ready": bool(p.ready),
-                 "restarts": p.restarts, "log": p.log_path} for p in self.pods.values()]
+                 "restarts": p.restarts, "log": p.log_path, **({"terminating": True} if p.terminating else {})}
+                for p in self._pods()]
 
 
 def _template_hash(dep: dict[str, Any]) -> str:
-    import json
     return hashlib.sha256(json.dumps(dep["spec"].get("template"), sort_keys=True).encode()).hexdigest()[:8]

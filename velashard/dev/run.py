@@ -47,23 +47,35 @@ def chart_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(velashard.__file__))), "helm", "velashard")
 
 
-def install_chart(kubeconfig: str, http_allow: list[str] | tuple = ()) -> Any:
-    """What the README tells users to run on a cluster: the chart with sharding, then the shard-manager addon.
-    Returns the Helm configuration (its release records live in memory for the session)."""
-    import helm_python as helm  # real Helm (the Go SDK), installed with velashard
-
-    helm.enable_logging(logging.getLogger().getEffectiveLevel())  # Helm's own log, into this process's log
-    release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="memory")
+DEV_VALUES: dict[str, Any] = {
     # Dev's departures from the chart's defaults: a short orphan grace period, so that killing a shard visibly
     # moves its apps; text logs; the dev user as a shard admin, since the addon pins its Application to
     # the master, which the shard-label guard allows only the controller and shard admins; and its group.
     # The dev user, like a cluster's admin, has its rights through the system:masters group: the group pattern
     # keeps that group on what it writes, so its apps (the addon's, the samples) act with those rights.
-    release.install(chart_dir(), RELEASE, {"sharding": {"enabled": True, "orphanGracePeriod": 3,
-                                                        "shardAdmins": {"users": [ADMIN_USER]}},
-                                           "authentication": {"groupPattern": "kubevela:*|system:masters"},
-                                           "workflow": {"http": {"allow": list(http_allow)}},
-                                           "logFormat": "text"},
+    "sharding": {"enabled": True, "orphanGracePeriod": 3, "shardAdmins": {"users": [ADMIN_USER]}},
+    "authentication": {"groupPattern": "kubevela:*|system:masters"},
+    "logFormat": "text"}
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `base`, maps merged key by key (as Helm merges --set over values)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def install_chart(kubeconfig: str, http_allow: list[str] | tuple = (), values: dict[str, Any] | None = None) -> Any:
+    """What the README tells users to run on a cluster: the chart with sharding (dev's values, then `values`).
+    Returns the Helm configuration. Release records are Secrets in vela-system, Helm's default, so that `helm
+    upgrade velashard helm/velashard -n vela-system` with dev's kubeconfig upgrades the release as on a cluster."""
+    import helm_python as helm  # real Helm (the Go SDK), installed with velashard
+
+    helm.enable_logging(logging.getLogger().getEffectiveLevel())  # Helm's own log, into this process's log
+    release = helm.Config(kubeconfig_path=kubeconfig, namespace=SYSTEM_NAMESPACE, storage_driver="secret")
+    ours = merged(DEV_VALUES, {"workflow": {"http": {"allow": list(http_allow)}}})
+    release.install(chart_dir(), RELEASE, merged(ours, values or {}),
                     namespace=SYSTEM_NAMESPACE, create_namespace=True, timeout=60)
     return release
 
@@ -110,7 +122,8 @@ def sample_app(i: int) -> dict[str, Any]:
 
 def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
             stop: threading.Event | None = None, refresh: float = 2.0, log_format: str = "text",
-            log_level: str = "warning", http_allow: list[str] | tuple = (), dashboard_port: int = 0) -> int:
+            log_level: str = "warning", http_allow: list[str] | tuple = (), dashboard_port: int = 0,
+            values: dict[str, Any] | None = None) -> int:
     """Run until stop is set; 1 if the cluster could not be set up (said on err, with the log to read)."""
     os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     log_path = os.path.join(directory, "logs", "apiserver.log")
@@ -119,6 +132,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     setup_logging("dev", log_format, log_level, stream=open(log_path, "a", buffering=1, encoding="utf-8"))
     logging.captureWarnings(True)
     stop = stop or threading.Event()
+    masters = int(merged(DEV_VALUES, values or {}).get("replicaCount", 1))
     server = APIServer(port=port, simulate_workloads=True).start()
     kubeconfig = server.write_kubeconfig(os.path.join(directory, "kubeconfig"))
     client = KubeClient.from_kubeconfig(kubeconfig, shard_id="dev", component="velashard-dev", qps=200, burst=400)
@@ -137,7 +151,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
     try:
         install(client, definitions=False)  # the chart installs the built-in definitions, as for users
         step = "the chart"
-        release = install_chart(kubeconfig, http_allow)
+        release = install_chart(kubeconfig, http_allow, values)
         step = ""
         kubelet.start()
         # The addon's Application acts as whoever wrote it: written once the master's webhook records authors
@@ -154,7 +168,7 @@ def run_dev(shards: int, apps: int, directory: str, port: int, out: TextIO = sys
         while not stop.is_set() and time.monotonic() < deadline:
             running = kubelet.processes()
             view.watch_processes(running)
-            if len(running) == shards + 1 and all(p["ready"] for p in running):
+            if len(running) == shards + masters and all(p["ready"] for p in running):
                 break
             stop.wait(0.2)
         for i in range(apps):

@@ -43,6 +43,11 @@ class Manager:
         self._on_demand: dict[tuple, Informer] = {}
         self._controllers: list[Controller] = []
         self._runnables: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        # Run on every replica, a standby too, from run() to the end of shutdown (as controller-runtime's webhook
+        # server, which needs no leader); each may say why this replica is not ready.
+        self._always: list[tuple[Callable[[], None], Callable[[], None]]] = []
+        self._readiness_checks: list[Callable[[], list[str]]] = []
+        self._caches_gate_readiness = True
         self._heartbeats: list[Heartbeat] = []
         self._said_crds_missing = False
         self._started = False
@@ -130,12 +135,22 @@ class Manager:
         self._controllers.append(controller)
 
     def add_runnable(self, start: Callable[[], None], stop: Callable[[], None],
-                     heartbeat: Heartbeat | None = None) -> None:
-        """Something else that runs while this process leads (e.g. a scheduler loop); its thread's heartbeat,
-        if given, counts for /healthz once started."""
-        self._runnables.append((start, stop))
+                     heartbeat: Heartbeat | None = None, leader_only: bool = True) -> None:
+        """Something else that runs while this process leads (e.g. a scheduler loop), or with `leader_only=False`
+        on every replica from the start (e.g. a webhook server); its thread's heartbeat, if given, counts for
+        /healthz once started."""
+        (self._runnables if leader_only else self._always).append((start, stop))
         if heartbeat is not None:
             self._heartbeats.append(heartbeat)
+
+    def add_readiness_check(self, check: Callable[[], list[str]], instead_of_caches: bool = False) -> None:
+        """Why this replica is not ready besides its caches, on a standby too (e.g. its webhook is not serving).
+        `instead_of_caches`: the check alone says whether this replica is ready, leader or not: its readiness means
+        that it serves what every replica serves (the master's webhook, which a Service routes to every Ready
+        replica), so a leader re-listing its caches or fenced still is."""
+        self._readiness_checks.append(check)
+        if instead_of_caches:
+            self._caches_gate_readiness = False
 
     @property
     def informers(self) -> list[Informer]:
@@ -147,11 +162,16 @@ class Manager:
 
     def readiness(self) -> list[str]:
         """Why this process is not ready: ready once every informer has synced; a standby replica waiting for the
-        lease is ready too; a fenced process is not, and says why."""
+        lease is ready too; a fenced process is not, and says why; and on any replica what its readiness checks
+        say (a webhook that does not serve yet)."""
         if self._stop.is_set():
             return ["stopping"]
-        if self._elector is not None and not self._elector.is_leader:
-            return []
+        problems = [problem for check in self._readiness_checks for problem in check()]
+        if not self._caches_gate_readiness or (self._elector is not None and not self._elector.is_leader):
+            return problems
+        return problems + self._leader_readiness()
+
+    def _leader_readiness(self) -> list[str]:
         if not self._started:
             return ["starting"]
         if self.fence is not None and self._controllers_started and not self.fence.is_open:
@@ -278,6 +298,8 @@ class Manager:
         """Run until `stop` is set (SIGTERM), leadership is lost or caches fail to sync; returns the exit code."""
         for probe in self._probes:
             probe.start()
+        for start, _ in self._always:
+            start()
         starter = None
         if self._elector is not None:
             self._elector.start()
@@ -320,6 +342,8 @@ class Manager:
             informer.stop(timeout=max(0.1, deadline - time.monotonic()))
         if self._elector is not None:
             self._elector.stop(release=not self.lost_leadership)
+        for _, stop in self._always:  # last: a webhook serves while the rest stops, and the lease is released
+            stop()
         for probe in self._probes:
             probe.stop()
         log.info("manager stopped", extra=fields(shard=self.shard_id))

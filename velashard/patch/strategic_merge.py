@@ -64,6 +64,8 @@ def list_strategy(path: tuple[str, ...], kind: str | None) -> str | None:
         return "type"
     if path == ("secrets",) and kind == "ServiceAccount":
         return "name"
+    if path == ("webhooks",) and kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        return "name"  # listType=map, listMapKey=name: a caBundle one manager sets survives another's apply
     return None
 
 

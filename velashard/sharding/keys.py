@@ -78,7 +78,8 @@ def publish_verifying_key(client: KubeClient, namespace: str, signer: Signer) ->
 
 
 class SigningKey:
-    """The master's signing key, loaded (or made) and published once it leads, retried until that succeeds."""
+    """The master's signing key, loaded (or made) and published once it leads, retried until that succeeds; on
+    every replica (a standby too) read once the leader has stored it, since every replica's webhook signs with it."""
 
     def __init__(self, client: KubeClient, namespace: str):
         self.client, self.namespace = client, namespace
@@ -86,6 +87,7 @@ class SigningKey:
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._listeners: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
 
     @property
     def signer(self) -> Signer | None:
@@ -103,11 +105,36 @@ class SigningKey:
         signer = load_or_create_signing_key(self.client, self.namespace)
         result = publish_verifying_key(self.client, self.namespace, signer)
         log.info("shard verifying key " + result, extra=fields(key=f"{self.namespace}/{VERIFYING_KEY_CONFIGMAP}"))
-        self._signer = signer
+        return self._loaded(signer)
+
+    def _loaded(self, signer: Signer) -> Signer:
+        with self._lock:
+            if self._signer is not None:  # the stored key is never replaced: whoever read it first read the same
+                return self._signer
+            self._signer = signer
         self._ready.set()
         for listener in self._listeners:
             listener()
         return signer
+
+    def follow(self) -> None:
+        """Read the stored key, without making it (only the leader does, so that no standby's write bypasses its
+        fence), until there is one."""
+        threading.Thread(target=self._follow, name="signing-key-follow", daemon=True).start()
+
+    def _follow(self) -> None:
+        delay = 0.5
+        while not self._stop.is_set() and not self._ready.is_set():
+            try:
+                self._loaded(_signer_of(self.client.get(SECRETS, SIGNING_KEY_SECRET, self.namespace)))
+                return
+            except errors.NotFound:
+                pass  # the leader has not made it yet
+            except (errors.KubeError, SigningKeyError) as err:
+                log.error("cannot read the shard signing key; this replica's webhook waits for it", extra=fields(
+                    key=f"{self.namespace}/{SIGNING_KEY_SECRET}", error=str(err), retry_in=delay))
+            self._stop.wait(delay)
+            delay = min(delay * 2, 5.0)
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="signing-key", daemon=True).start()

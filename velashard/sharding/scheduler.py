@@ -75,7 +75,9 @@ class BackgroundScheduler:
         self._due_in: float | None = None  # until an unavailable shard's apps may move, as last seen
         self._retry = False
         self._thread: threading.Thread | None = None
-        self._rebalance = False
+        # A new leader looks for misplaced apps once: the shards may have changed while no master led, or with
+        # the master itself (a chart upgrade that adds a shard to --schedulable-shards restarts the master).
+        self._rebalance = strategy == "consistent-hash"
         self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
         discovery.on_members_change(self._wake.set)  # e.g. a lease expired: a suspect's apps may move now

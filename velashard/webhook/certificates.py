@@ -21,6 +21,17 @@ class KeyPair:
     def not_after(self) -> datetime.datetime:
         return x509.load_pem_x509_certificate(self.cert_pem).not_valid_after_utc
 
+    @property
+    def hosts(self) -> set[str]:
+        """The DNS names and IP addresses the certificate is for."""
+        cert = x509.load_pem_x509_certificate(self.cert_pem)
+        try:
+            names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            return set()
+        return set(names.get_values_for_type(x509.DNSName)) | {
+            str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+
 
 def _key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())

@@ -1,9 +1,8 @@
-"""The master's side of the webhooks: certificates, webhook configurations, and the server process."""
+"""The master's side of the webhooks: webhook configurations, and the server process on every replica."""
 
 from __future__ import annotations
 
 import base64
-import datetime
 import ipaddress
 import json
 import logging
@@ -31,7 +30,8 @@ from velashard.observability import fields
 from velashard.sharding import guard as shard_guard
 from velashard.sharding.keys import SigningKey
 from velashard.webhook import author_guard
-from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
+from velashard.webhook.certstore import MountedCertificates, SharedCertificates, secret_name
+from velashard.webhook.tls import write_atomically
 from velashard.webhook.paths import DEFINITIONS_PATH, MUTATING_PATH, VALIDATING_PATH
 
 log = logging.getLogger("velashard.webhook.runner")
@@ -81,17 +81,6 @@ def serving_hosts(opts: WebhookOptions) -> list[str]:
         if host and host not in hosts:
             hosts.insert(0, host)
     return hosts
-
-
-def load_or_make_certificates(opts: WebhookOptions) -> tuple[KeyPair, KeyPair]:
-    """(CA, serving pair): from --webhook-cert-dir (ca.crt, tls.crt, tls.key) if given, else made now."""
-    if opts.cert_dir:
-        def read(name: str) -> bytes:
-            with open(os.path.join(opts.cert_dir or "", name), "rb") as fh:
-                return fh.read()
-        return KeyPair(read("ca.crt"), b""), KeyPair(read("tls.crt"), read("tls.key"))
-    ca = make_ca()
-    return ca, make_serving_cert(ca, serving_hosts(opts))
 
 
 DEFINITION_PLURALS = ("componentdefinitions", "traitdefinitions", "policydefinitions", "workflowstepdefinitions")
@@ -187,46 +176,61 @@ def register(client: KubeClient, opts: WebhookOptions, ca_bundle: bytes) -> None
                 name=body["metadata"]["name"]))
             continue
         bundle = base64.b64encode(ca_bundle).decode()
-        for hook in current.get("webhooks") or []:
+        hooks = current.get("webhooks") or []
+        if all((hook.get("clientConfig") or {}).get("caBundle") == bundle for hook in hooks):
+            continue  # a restarted or second replica serves the same CA: nothing to write
+        for hook in hooks:
             hook.setdefault("clientConfig", {})["caBundle"] = bundle
         client.update(res, current)
 
 
-RENEW_BEFORE = datetime.timedelta(days=30)
-
-
-def _write_private(path: str, data: bytes) -> None:
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
-        fh.write(data)
-
-
-def needs_renewal(serving: KeyPair, now: datetime.datetime, margin: datetime.timedelta = RENEW_BEFORE) -> bool:
-    return serving.not_after - now <= margin
+# A replica that stops keeps serving admission this long after it said it is not ready, so that calls the API
+# server sent before the Service dropped it are answered (only where a Service routes to it, not with --webhook-url).
+DRAIN_SECONDS = 2.0
+HEALTHY_RUN = 60.0  # seconds: a server that ran this long and then died restarts at once, not after a long backoff
+PROBE_PERIOD = 5.0
 
 
 class WebhookRunner:
-    """Runs the webhook server process while this master leads, restarting it if it dies."""
+    """Runs the webhook server process on this replica, leader or standby (every master replica answers
+    admission, as controller-runtime's webhook server does), restarting it if it dies; while this replica leads,
+    also registers the webhooks and keeps self-made certificates renewed (`lead`)."""
 
     def __init__(self, client: KubeClient, opts: WebhookOptions, keys: SigningKey | None):
         self.client = client
         self.opts = opts
         self.keys = keys  # sharded: the webhook proves the shards it assigns with the master's key
         self._dir = tempfile.mkdtemp(prefix="velashard-webhook-")
+        self.certs: MountedCertificates | SharedCertificates = (
+            MountedCertificates(opts.cert_dir) if opts.cert_dir else
+            SharedCertificates(client, opts.namespace, secret_name(opts.service_name), serving_hosts(opts), self._dir))
+        self._drain = 0.0 if opts.url else DRAIN_SECONDS  # a URL is this replica's alone: nothing routes elsewhere
         self._proc: subprocess.Popen | None = None
+        self._serving = False
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._register = threading.Event()  # set when the webhooks must be registered (again)
+        self.certs.on_ca_change(self._register.set)
+
+    def readiness(self) -> list[str]:
+        """Why this replica's webhook does not answer yet (a replica that cannot admit is not ready)."""
+        if not self.certs.ready():
+            where = self.opts.cert_dir or f"Secret {self.opts.namespace}/{secret_name(self.opts.service_name)}"
+            return [f"webhook: no serving certificate yet in {where}"]
+        if self.keys is not None and self.keys.signer is None:
+            return ["webhook: waiting for the shard signing key (the leader makes it)"]
+        return [] if self._serving else ["webhook: the server does not answer yet"]
 
     def start(self) -> None:
-        self._ca, serving = load_or_make_certificates(self.opts)
-        self._write_serving(serving)
-        cert, key = os.path.join(self._dir, "tls.crt"), os.path.join(self._dir, "tls.key")
+        """On every replica: follow the certificates and the signing key, then serve."""
         self._args = [sys.executable, "-m", "velashard.webhook.server", "--bind",
                       host_port(self.opts.bind_address, self.opts.port),
-                      "--certfile", cert, "--keyfile", key, "--namespace", self.opts.namespace,
+                      "--certfile", self.certs.cert_path, "--keyfile", self.certs.key_path,
+                      "--namespace", self.opts.namespace,
                       "--schedulable-shards", self.opts.schedulable_shards, "--shard-scheduler", self.opts.strategy,
                       "--log-format", self.opts.log_format, "--parent-pid", str(os.getpid())]
         if self.keys is not None:
             self._args += ["--signing-key-file", self._signing_key_path()]
+            self.keys.follow()
         auth = self.opts.auth
         if auth is not None and auth.enabled:
             self._args += ["--authenticate-applications", f"--authentication-with-user={str(auth.with_user).lower()}",
@@ -239,82 +243,102 @@ class WebhookRunner:
         if self.opts.validate_components:
             self._args.append("--validate-components")
         log.info("webhook server starting", extra=fields(bind=host_port(self.opts.bind_address, self.opts.port)))
-        self._thread = threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True)
-        self._thread.start()
-        threading.Thread(target=self._renew_loop, name="webhook-cert-renewal", daemon=True).start()
-        threading.Thread(target=self._register_when_serving, name="webhook-register", daemon=True).start()
+        self.certs.follow()
+        threading.Thread(target=self._supervise, name="webhook-supervisor", daemon=True).start()
 
-    def _register_when_serving(self) -> None:
+    def lead(self) -> None:
+        """While this replica leads: make or renew self-made certificates, register the webhooks once this
+        replica serves, and again when the CA changes."""
+        self.certs.lead()
+        self._register.set()
+        threading.Thread(target=self._register_loop, name="webhook-register", daemon=True).start()
+
+    def _register_loop(self) -> None:
         """Point the API server at the webhooks only once they answer, so that no write fails meanwhile;
         a failed registration is retried (with backoff) until it lands or the master stops."""
-        context = ssl.create_default_context(cadata=self._ca.cert_pem.decode())
-        context.check_hostname = False  # we only ask whether it serves; the API server verifies the name
-        # An unspecified address (0.0.0.0, ::) listens on loopback too; a specific one only on itself.
-        bound = ipaddress.ip_address(self.opts.bind_address)
-        probe = ("::1" if bound.version == 6 else "127.0.0.1") if bound.is_unspecified else self.opts.bind_address
-        started = time.monotonic()
-        warned = False
-        while not self._stop.is_set():
-            try:
-                with urllib.request.urlopen(f"https://{host_port(probe, self.opts.port)}/healthz", timeout=2,
-                                            context=context):
-                    break
-            except OSError:
-                if not warned and time.monotonic() - started > 60:
-                    log.warning("the webhook server does not answer yet; registering once it does",
-                                extra=fields(port=self.opts.port))
-                    warned = True
-                self._stop.wait(0.2)
         delay = 0.5
         while not self._stop.is_set():
-            try:
-                register(self.client, self.opts, self._ca.cert_pem)
+            self._register.wait()
+            ca = self.certs.ca_pem()
+            if self._stop.is_set():
                 return
+            if not self._serving or ca is None:
+                self._stop.wait(0.2)
+                continue
+            self._register.clear()  # a change from here on registers again
+            try:
+                register(self.client, self.opts, ca)
+                delay = 0.5
             except errors.KubeError as err:
                 log.error("registering the webhooks failed; retrying", extra=fields(error=str(err), retry_in=delay))
+                self._register.set()
                 self._stop.wait(delay)
                 delay = min(delay * 2, 30.0)
-
-    def _write_serving(self, serving: KeyPair) -> None:
-        self._serving = serving
-        with open(os.path.join(self._dir, "tls.crt"), "wb") as fh:
-            fh.write(serving.cert_pem)
-        _write_private(os.path.join(self._dir, "tls.key"), serving.key_pem)
 
     def _signing_key_path(self) -> str:
         return os.path.join(self._dir, "signing.key")
 
-    def _renew_loop(self) -> None:
-        """Made certificates are renewed 30 days before expiry (same CA, so caBundle stays valid)."""
-        while not self._stop.wait(3600):
-            if self.opts.cert_dir or not needs_renewal(self._serving, datetime.datetime.now(datetime.timezone.utc)):
-                continue
-            self._write_serving(make_serving_cert(self._ca, serving_hosts(self.opts)))
-            log.info("renewed the webhook serving certificate", extra=fields(
-                not_after=self._serving.not_after.isoformat()))
-            if self._proc is not None:
-                self._proc.terminate()  # the supervisor restarts it with the new files
+    def _probe(self) -> bool:
+        """Whether the server answers /healthz over TLS with a certificate of the CA registered."""
+        ca = self.certs.ca_pem()
+        if ca is None:
+            return False
+        try:
+            context = ssl.create_default_context(cadata=ca.decode())
+        except (ssl.SSLError, ValueError):
+            return False
+        context.check_hostname = False  # we only ask whether it serves; the API server verifies the name
+        # An unspecified address (0.0.0.0, ::) listens on loopback too; a specific one only on itself.
+        bound = ipaddress.ip_address(self.opts.bind_address)
+        probe = ("::1" if bound.version == 6 else "127.0.0.1") if bound.is_unspecified else self.opts.bind_address
+        try:
+            with urllib.request.urlopen(f"https://{host_port(probe, self.opts.port)}/healthz", timeout=2,
+                                        context=context):
+                return True
+        except OSError:
+            return False
 
     def _supervise(self) -> None:
+        # No server before the certificate, nor before the key when sharded: its assignments would be handed back.
+        while not self.certs.ready() or (self.keys is not None and self.keys.signer is None):
+            if self._stop.wait(0.2):
+                return
         if self.keys is not None:
-            signer = None
-            while signer is None:  # no webhook before the key: its assignments would all be handed back
-                if self._stop.is_set():
-                    return
-                signer = self.keys.wait(0.5)
-            _write_private(self._signing_key_path(), signer.private_pem())
+            assert self.keys.signer is not None
+            write_atomically(self._signing_key_path(), self.keys.signer.private_pem())
         delay = 1.0
         while not self._stop.is_set():
+            started = time.monotonic()
             self._proc = subprocess.Popen(self._args)
-            code = self._proc.wait()
+            self._watch(self._proc, started)
+            self._serving = False
             if self._stop.is_set():
                 return
-            log.error("webhook server exited; restarting", extra=fields(code=code, retry_in=delay))
+            if time.monotonic() - started >= HEALTHY_RUN:
+                delay = 1.0  # a crash after a healthy run is no crash loop
+            log.error("webhook server exited; restarting", extra=fields(code=self._proc.returncode, retry_in=delay))
             self._stop.wait(delay)
             delay = min(delay * 2, 30.0)
 
+    def _watch(self, proc: subprocess.Popen, started: float) -> None:
+        """While the server runs: probe it (often until it first answers, then every PROBE_PERIOD)."""
+        next_probe, warned = started, False
+        while proc.poll() is None and not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_probe:
+                self._serving = self._probe()
+                next_probe = now + (PROBE_PERIOD if self._serving else 0.2)
+                if not self._serving and not warned and now - started > 60:
+                    warned = True
+                    log.warning("the webhook server does not answer yet", extra=fields(port=self.opts.port))
+            self._stop.wait(0.2)
+
     def stop(self) -> None:
+        if self._drain and self._serving and not self._stop.is_set():
+            time.sleep(self._drain)  # not ready since the stop began; calls routed meanwhile are still answered
         self._stop.set()
+        self._register.set()
+        self.certs.stop()
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:

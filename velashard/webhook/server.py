@@ -21,6 +21,8 @@ from velashard.observability import setup_logging
 from velashard.sharding.proof import Signer
 from velashard.sharding.strategies import STRATEGIES
 from velashard.webhook.lifetime import die_with_parent, set_parent_death_signal
+from velashard.webhook.tls import ReloadingContext
+from velashard.webhook.worker import worker_class
 
 
 class GunicornServer(BaseApplication):
@@ -60,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--disable-auto-schedule", action="store_true")
     p.add_argument("--validate-components", action="store_true")
     p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--worker-class", default=None,
+                   help="gunicorn's worker class (default: velashard's for the gunicorn releases it was tested with, "
+                        "else gthread; hack/bench_webhook.py --compare-workers measures them side by side)")
+    p.add_argument("--http-parser", default=None, help="gunicorn's http_parser setting (gunicorn 25 and later)")
     p.add_argument("--log-format", default="text")
     p.add_argument("--parent-pid", type=int, default=0, help="exit when this process (the master) ends")
     args = p.parse_args(argv)
@@ -107,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     # server keeps an idle one (30 s), so that it never sends a request on one this side just closed. No access
     # log and no request hooks: the worker answers most admission calls without gunicorn's request machinery.
     GunicornServer(factory, {"bind": args.bind, "workers": 1, "threads": args.threads, "keepalive": 75,
-                             "worker_class": "velashard.webhook.worker.StickyThreadWorker",
+                             "worker_class": args.worker_class or worker_class(),
+                             **({"http_parser": args.http_parser} if args.http_parser else {}),
                              "certfile": args.certfile, "keyfile": args.keyfile, "accesslog": None,
+                             # A new connection is served from the files as they are now (webhook/tls.py).
+                             "ssl_context": ReloadingContext(),
                              "errorlog": "-", "loglevel": "warning", "timeout": 30, "graceful_timeout": 5,
                              "proc_name": "velashard-webhook",
                              # Workers go with the arbiter even if it is killed without a chance to stop them.

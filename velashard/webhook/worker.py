@@ -11,6 +11,13 @@ to the poller (which keeps it alive for `keepalive` seconds) once it stays idle 
 another connection waits for a thread, so that no connection starves. The next request such a thread reads is
 answered directly by the app's admission paths when its head is plain (webhook/plain_http.py), and by gunicorn
 otherwise; a connection's first request, and any that comes through the poller, is always gunicorn's.
+
+Why not gunicorn's public seams: its gthread worker, with its Python or its C parser (`http_parser`, gunicorn_h1c),
+answered the same admission calls side by side at twice this worker's CPU per call and some 0.8 ms more at p50
+(`hack/bench_webhook.py --compare-workers`, docs/benchmarks.md). What this reads of gunicorn is private
+(TESTED_GUNICORN below): gunicorn 22 and 23 hang with it and 24 drops half the kept-alive calls, so setup.py pins
+the range it was tested with, tests/unit/test_webhook_worker_pins.py fails when a name it reads goes away, and
+outside that range the server runs gunicorn's own gthread worker instead (`worker_class`).
 """
 
 from __future__ import annotations
@@ -20,10 +27,29 @@ import threading
 import time
 from typing import Any
 
+import gunicorn
 from gunicorn.workers.gthread import ThreadWorker
 
 from velashard.webhook.paths import MAX_REVIEW_BYTES
 from velashard.webhook.plain_http import MAX_HEAD, answer_head, has_bare_line_feed, plain_admission
+
+# The gunicorn releases whose private state this worker reads, as tested (setup.py pins the same range):
+# gthread's enqueue_req(conn), finish_request(conn, fs), handle(conn), handle_request(req, conn), keepalived_conns and
+# max_keepalived; TConn's sock, parser.unreader (buf, read, unread) and is_http2; the base worker's nr and
+# max_requests.
+TESTED_GUNICORN = ((25, 0, 3), (28, 0, 0))  # from, up to but not including
+PUBLIC_WORKER = "gthread"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+
+
+def worker_class(version: str = gunicorn.__version__) -> str:
+    """This worker for the gunicorn releases it was tested with, gunicorn's own gthread worker for any other."""
+    low, high = TESTED_GUNICORN
+    return "velashard.webhook.worker.StickyThreadWorker" if low <= _release(version) < high else PUBLIC_WORKER
+
 
 LINGER = 1.0  # seconds a thread waits on its idle connection before handing it back to the poller
 _SLICE = 0.05  # seconds between looks at whether another connection waits for a thread

@@ -6,6 +6,7 @@ import base64
 import http.client
 import json
 import logging
+import random
 import ssl
 import threading
 import time
@@ -44,12 +45,14 @@ def _labels(obj: dict[str, Any] | None) -> dict[str, str] | None:
 
 
 class Admission:
-    def __init__(self, store: Store, service_endpoints: dict[str, str] | None = None):
+    def __init__(self, store: Store, service_endpoints: dict[str, str | list[str]] | None = None):
         self._store = store
-        self._endpoints = dict(service_endpoints or {})
+        self._endpoints = {ref: [ep] if isinstance(ep, str) else list(ep)
+                           for ref, ep in (service_endpoints or {}).items()}
         self._lock = threading.Lock()
         self._contexts: dict[str, ssl.SSLContext] = {}
-        self._idle: dict[tuple, list[tuple[http.client.HTTPSConnection, float]]] = {}  # with when it was idled
+        # Idle connections per webhook target, each with the endpoint it reached and when it was idled.
+        self._idle: dict[tuple, list[tuple[http.client.HTTPSConnection, str, float]]] = {}
         self._programs: dict[str, cel.Program] = {}  # compiled matchConditions, by expression
         self.policies = PolicyAdmission(store)
 
@@ -58,32 +61,35 @@ class Admission:
 
     def mutate(self, attrs: Attributes) -> dict[str, Any] | None:
         """Run matching mutating webhooks in order; returns the (possibly patched) object."""
-        for config in self._store.snapshot(_MUTATING):
-            for hook in config.get("webhooks") or []:
-                if not self._matches(hook, attrs):
-                    continue
-                response = self._call(hook, attrs)
-                if response is None:
-                    continue
-                patch = response.get("patch")
-                if patch and attrs.obj is not None:
-                    if response.get("patchType", "JSONPatch") != "JSONPatch":
-                        raise errors.internal(f'failed calling webhook "{hook["name"]}": unsupported patchType '
-                                              f'{response.get("patchType")!r}')
-                    try:
-                        ops = json.loads(base64.b64decode(patch))
-                        attrs.obj = apply_json_patch(attrs.obj, ops)
-                    except (ValueError, PatchError) as err:
-                        raise errors.internal(f'failed calling webhook "{hook["name"]}": invalid patch: {err}')
+        hooks = [hook for config in self._store.snapshot(_MUTATING) for hook in config.get("webhooks") or []]
+        for index, hook in enumerate(hooks):
+            if not self._matches(hook, attrs):
+                continue
+            response = self._call(hook, attrs, f"mutation.webhook.admission.k8s.io/round_0_index_{index}")
+            if response is not None:
+                self._apply(hook, response, attrs)
         return attrs.obj
+
+    @staticmethod
+    def _apply(hook: dict[str, Any], response: dict[str, Any], attrs: Attributes) -> None:
+        patch = response.get("patch")
+        if patch and attrs.obj is not None:
+            if response.get("patchType", "JSONPatch") != "JSONPatch":
+                raise errors.internal(f'failed calling webhook "{hook["name"]}": unsupported patchType '
+                                      f'{response.get("patchType")!r}')
+            try:
+                ops = json.loads(base64.b64decode(patch))
+                attrs.obj = apply_json_patch(attrs.obj, ops)
+            except (ValueError, PatchError) as err:
+                raise errors.internal(f'failed calling webhook "{hook["name"]}": invalid patch: {err}')
 
     def validate(self, attrs: Attributes) -> None:
         """ValidatingAdmissionPolicies, then validating webhooks: kube-apiserver's plugin order."""
         self.policies.validate(attrs)
-        for config in self._store.snapshot(_VALIDATING):
-            for hook in config.get("webhooks") or []:
-                if self._matches(hook, attrs):
-                    self._call(hook, attrs)
+        hooks = [hook for config in self._store.snapshot(_VALIDATING) for hook in config.get("webhooks") or []]
+        for index, hook in enumerate(hooks):
+            if self._matches(hook, attrs):
+                self._call(hook, attrs, f"validating.webhook.admission.k8s.io/round_0_index_{index}")
 
     # --- matching --------------------------------------------------------------------------------
 
@@ -169,8 +175,9 @@ class Admission:
             request["requestSubResource"] = attrs.subresource
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
-    def _call(self, hook: dict[str, Any], attrs: Attributes) -> dict[str, Any] | None:
-        """Call one webhook; returns its response when allowed, None when ignored after a failure."""
+    def _call(self, hook: dict[str, Any], attrs: Attributes, audit_key: str) -> dict[str, Any] | None:
+        """Call one webhook; returns its response when allowed, None when ignored after a failure (which the
+        request's audit record says, as kube-apiserver's annotation failed-open.<audit_key> does)."""
         name = hook.get("name", "")
         review = self.review(attrs)
         try:
@@ -186,6 +193,7 @@ class Admission:
         except WebhookCallError as err:
             if hook.get("failurePolicy", "Fail") == "Ignore":
                 log.warning("admission webhook call failed, ignored by failurePolicy webhook=%s err=%s", name, err)
+                attrs.annotations[f"failed-open.{audit_key}"] = name
                 return None
             raise errors.internal(f'failed calling webhook "{name}": {err}')
         if not result.get("allowed"):
@@ -197,8 +205,9 @@ class Admission:
                                   f'admission webhook "{name}" denied the request: {message}')
         return result
 
-    def _target(self, client_config: dict[str, Any]) -> tuple[str, int, str, str]:
-        """(connect host, port, server name to verify, path) for a webhook clientConfig."""
+    def _target(self, client_config: dict[str, Any]) -> tuple[list[str], str, str]:
+        """(endpoints HOST:PORT, server name to verify, path) for a webhook clientConfig: a URL's host, or every
+        ready endpoint of the Service it names."""
         if client_config.get("url"):
             parts = urlsplit(client_config["url"])
             if parts.scheme != "https":
@@ -207,27 +216,27 @@ class Admission:
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
-            return host, parts.port or 443, host, path
+            return [f"[{host}]:{parts.port or 443}" if ":" in host else f"{host}:{parts.port or 443}"], host, path
         service = client_config.get("service")
         if not isinstance(service, dict):
             raise WebhookCallError("webhook clientConfig has neither url nor service")
         ref = f'{service.get("namespace")}/{service.get("name")}'
         with self._lock:
-            endpoint = self._endpoints.get(ref)
-        if endpoint is None:
+            endpoints = list(self._endpoints.get(ref) or [])
+        if not endpoints:
             raise WebhookCallError(f"service {ref} has no endpoint (start the server with --service-endpoint "
                                    f"{ref}=HOST:PORT)")
-        host, _, port = endpoint.rpartition(":")
-        return host, int(port), f'{service.get("name")}.{service.get("namespace")}.svc', service.get("path") or "/"
+        return endpoints, f'{service.get("name")}.{service.get("namespace")}.svc', service.get("path") or "/"
 
-    def route_service(self, ref: str, endpoint: str | None) -> None:
-        """Where the Service `ref` (NS/NAME) is reached now, as its Endpoints would say (None: no ready pod);
-        the local kubelet keeps this in step with the pods it runs."""
+    def route_service(self, ref: str, endpoints: list[str]) -> None:
+        """Where the Service `ref` (NS/NAME) is reached now, as its Endpoints would say: every ready pod's
+        HOST:PORT (none: no ready pod); the local kubelet keeps this in step with the pods it runs. A new
+        connection goes to one of them at random, as kube-proxy sends it."""
         with self._lock:
-            if endpoint is None:
-                self._endpoints.pop(ref, None)
+            if endpoints:
+                self._endpoints[ref] = list(endpoints)
             else:
-                self._endpoints[ref] = endpoint
+                self._endpoints.pop(ref, None)
 
     def _context(self, ca_bundle: str | None) -> ssl.SSLContext:
         key = ca_bundle or ""
@@ -245,16 +254,18 @@ class Admission:
 
     def _post(self, hook: dict[str, Any], review: dict[str, Any]) -> Any:
         client_config = hook.get("clientConfig") or {}
-        host, port, server_name, path = self._target(client_config)
         context = self._context(client_config.get("caBundle"))
         timeout = min(max(int(hook.get("timeoutSeconds") or 10), 1), 30)
         body = json.dumps(review).encode()
-        url = f"https://{host}:{port}{path}"
-        key = (host, port, server_name, client_config.get("caBundle") or "")
+        key = (client_config.get("url") or json.dumps(client_config.get("service"), sort_keys=True),
+               client_config.get("caBundle") or "")
         # Connections are kept alive and reused, as kube-apiserver does: a TLS handshake per call
-        # would cost more than the webhook itself. A reused connection the peer closed is retried once.
+        # would cost more than the webhook itself. A reused connection the peer closed is retried once, on a
+        # new connection through the Service again (to whichever endpoint is ready now).
         for attempt in range(2):
-            conn, reused = self._checkout(key, host, port, server_name, context, timeout, fresh=attempt > 0)
+            endpoints, server_name, path = self._target(client_config)
+            conn, reused = self._checkout(key, endpoints, server_name, context, timeout, fresh=attempt > 0)
+            url = f"https://{conn.host}:{conn.port}{path}"
             try:
                 conn.request("POST", path, body, {"Content-Type": "application/json", "Accept": "application/json"})
                 resp = conn.getresponse()
@@ -276,14 +287,18 @@ class Admission:
         except ValueError as err:
             raise WebhookCallError(f"received invalid webhook response: {err}")
 
-    def _checkout(self, key: tuple, host: str, port: int, server_name: str, context: ssl.SSLContext,
+    def _checkout(self, key: tuple, endpoints: list[str], server_name: str, context: ssl.SSLContext,
                   timeout: float, fresh: bool = False) -> tuple[http.client.HTTPSConnection, bool]:
         conn, stale = None, []
         with self._lock:
             idle = self._idle.get(key) or []
-            # The most recently used is taken (the fewest connections stay busy); the oldest ones go once stale.
-            while idle and time.monotonic() - idle[0][1] > _IDLE_SECONDS:
+            # The most recently used is taken (the fewest connections stay busy); the oldest ones go once stale,
+            # and so do those to an endpoint that is no longer ready.
+            while idle and time.monotonic() - idle[0][2] > _IDLE_SECONDS:
                 stale.append(idle.pop(0)[0])
+            for entry in [e for e in idle if e[1] not in endpoints]:
+                idle.remove(entry)
+                stale.append(entry[0])
             if idle and not fresh:
                 conn = idle.pop()[0]
         for old in stale:
@@ -293,13 +308,15 @@ class Admission:
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)
             return conn, True
-        return _VerifyingHTTPSConnection(host, port, server_name, context, timeout), False
+        host, _, port = random.choice(endpoints).rpartition(":")
+        return _VerifyingHTTPSConnection(host.strip("[]"), int(port), server_name, context, timeout), False
 
     def _checkin(self, key: tuple, conn: http.client.HTTPSConnection) -> None:
+        endpoint = f"{conn.host}:{conn.port}" if ":" not in conn.host else f"[{conn.host}]:{conn.port}"
         with self._lock:
             idle = self._idle.setdefault(key, [])
             if len(idle) < _MAX_IDLE_PER_WEBHOOK:
-                idle.append((conn, time.monotonic()))
+                idle.append((conn, endpoint, time.monotonic()))
                 return
         conn.close()
 

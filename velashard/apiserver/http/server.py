@@ -91,7 +91,7 @@ class APIServer:
     """An embedded kube-apiserver. `start()` serves in background threads; `serve_forever()` in the foreground."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, watch_history: int = 10_000,
-                 simulate_workloads: bool = False, service_endpoints: dict[str, str] | None = None,
+                 simulate_workloads: bool = False, service_endpoints: dict[str, str | list[str]] | None = None,
                  bookmark_interval: float = 5.0, audit_limit: int = 500_000, nodes: int | None = None,
                  allow_remote: bool = False):
         """`nodes` simulated nodes are registered (default: one under `simulate_workloads`, else none).

@@ -592,7 +592,8 @@ class RestAPI:
                         obj: dict[str, Any], old: dict[str, Any] | None, req: Request) -> dict[str, Any]:
         if not self.admission.active():
             return obj
-        attrs = Attributes(op, rt, sub, namespace if rt.namespaced else "", name, obj, old, req.user, req.dry_run)
+        attrs = Attributes(op, rt, sub, namespace if rt.namespaced else "", name, obj, old, req.user, req.dry_run,
+                           req.warnings, req.annotations)
         result = self.admission.mutate(attrs)
         if not isinstance(result, dict) or not isinstance(result.get("metadata"), dict):
             raise errors.internal("a mutating webhook produced an object without metadata")

@@ -233,8 +233,8 @@ def test_definitions_whose_cue_does_not_compile_are_refused_with_line_and_column
     message = broken_step["response"]["status"]["message"]
     assert broken_step["response"]["allowed"] is False and 'WorkflowStepDefinition "d"' in message
     assert "does not compile" in message and "line 3, column 1" in message
-    odd_package = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/query"\nx: 1\n'))
-    assert 'package "vela/query" is not supported' in odd_package["response"]["status"]["message"]
+    odd_package = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/helm"\nx: 1\n'))
+    assert 'package "vela/helm" is not supported' in odd_package["response"]["status"]["message"]
     unknown_import = validate_definition(definition_review("TraitDefinition", 'import "tool/exec"\npatch: exec.Run'))
     assert unknown_import["response"]["allowed"] is False
     assert validate_definition(definition_review("Application", "x: ("))["response"]["allowed"] is True

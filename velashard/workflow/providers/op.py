@@ -340,6 +340,18 @@ SCHEMA = '''
 	ignoreTerraformComponent: bool
 	inlinePolicies: *[] | [...{...}]
 }
+// Deploy the components to one environment of an env-binding policy (deploy2env): patched and selected as the
+// environment says, into its namespace (the local cluster only); the step waits until they are healthy.
+#ApplyEnvBindApp: {
+	#provider: "op"
+	#do:       "apply-env-bind-app"
+	env:       string
+	policy:    *"" | string
+	app:       string
+	namespace: string
+	parallel:  *false | bool
+	...
+}
 #GetPlacementsFromTopologyPolicies: {
 	#provider: "op"
 	#do:       "get-placements-from-topology-policies"

@@ -58,7 +58,9 @@ KUBEVELA_STEPS = {
     "read-config", "read-object", "request", "restart-workflow", "share-cloud-resource", "step-group", "suspend",
     "vela-cli", "webhook",
     # deprecated in KubeVela's sources, still installed by its chart
-    "apply-application", "apply-application-in-parallel", "apply-remaining", "deploy2env", "deploy2runtime"}
+    "apply-application", "apply-application-in-parallel", "apply-remaining", "deploy2env", "deploy2runtime",
+    # kubevela/workflow's, for WorkflowRuns (its vela-workflow chart installs them)
+    "read-app", "apply-app"}
 
 
 def test_def_list_and_show_the_built_in_workflow_steps(capsys):

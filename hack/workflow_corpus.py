@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import yaml
 
 from velashard.core.deffile import KINDS, DefFileError, parse_def_file
+from velashard.durations import go_duration
 
 DEFINITION_KINDS = set(KINDS.values())
 _YAML_BLOCK = re.compile(r"```ya?ml\n(.*?)```", re.S)
@@ -235,8 +236,11 @@ def _remote(app: dict[str, Any], objects: list[dict[str, Any]]) -> str:
             clusters = set(props.get("clusters") or [])
             if clusters - {"local"} or props.get("clusterLabelSelector") or props.get("clusterSelector"):
                 return f'policy {policy.get("name")} places components in remote clusters'
-        if policy.get("type") in ("env-binding", "replication"):
-            return f'policy type {policy["type"]} (environments, replicas across clusters)'
+        if policy.get("type") == "env-binding":
+            for env in props.get("envs") or []:
+                cluster = ((env.get("placement") or {}).get("clusterSelector") or {})
+                if cluster.get("labels") or cluster.get("name") not in (None, "", "local"):
+                    return f'policy {policy.get("name")} places environment {env.get("name")} in another cluster'
     for step in steps_of(app, objects):
         cluster = (step.get("properties") or {}).get("cluster")
         if isinstance(cluster, str) and cluster not in ("", "local") and not _PLACEHOLDER.match(cluster):
@@ -435,9 +439,19 @@ def workflow_status(ex: Example, status: dict[str, Any]) -> dict[str, Any]:
     return status if ex.is_run else status.get("workflow") or {}
 
 
+def _short(timeout: Any) -> bool:
+    """A timeout an example means to reach (seconds, minutes), not one that bounds a person's wait (a day)."""
+    if not timeout:
+        return False
+    try:
+        return go_duration(timeout) < 600
+    except ValueError:
+        return True
+
+
 def resumable(ex: Example, status: dict[str, Any]) -> bool:
     """Whether the workflow waits for a person to resume it: suspended on a step with neither a duration (it
-    resumes by itself) nor a timeout (the examples with one document that it times out)."""
+    resumes by itself) nor a short timeout (the examples with one document that it times out)."""
     workflow = workflow_status(ex, status)
     if not workflow.get("suspend"):
         return False
@@ -447,7 +461,7 @@ def resumable(ex: Example, status: dict[str, Any]) -> bool:
             if s.get("phase") != "suspending":
                 continue
             spec = specs.get(s.get("name")) or {}
-            if spec.get("timeout") or (spec.get("properties") or {}).get("duration"):
+            if (spec.get("properties") or {}).get("duration") or _short(spec.get("timeout")):
                 return False
             return True
     return False

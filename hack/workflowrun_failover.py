@@ -233,7 +233,8 @@ def scenario(fleet: Fleet, count: int, timeout: float = 600) -> dict[str, Any]:
                                     {k: v for k, v in before[r["metadata"]["name"]].items()
                                      if k != "lastExecuteTime"}]
     counts = step_runs(fleet.audit(start)["items"], names)
-    result["steps_not_run_once"] = sorted(n for n, c in counts.items() if c != {"reads": 1, "writes": 1})
+    result["steps_not_run_once"] = sorted(f'{n}: {c["reads"]} reads, {c["writes"]} writes'
+                                          for n, c in counts.items() if c != {"reads": 1, "writes": 1})
     result["seconds_from_open_to_done"] = round(time.monotonic() - opened, 1)
     return result
 

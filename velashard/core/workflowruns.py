@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -29,6 +30,7 @@ log = logging.getLogger("velashard.core.workflowruns")
 
 Templates = Callable[[str, str], "dict[str, Any] | None"]  # (namespace, name) -> the Workflow, or None
 # what a finished run's Event says, by its state (KubeVela's messages)
+STALE_RETRY = 0.2  # seconds: how soon a pass that found the cache behind our own write looks again
 FINISHED = {ph.WF_SUCCEEDED: ("Normal", "workflow run finished successfully"),
             ph.WF_FAILED: ("Warning", "workflow run failed"),
             ph.WF_TERMINATED: ("Normal", "workflow run terminated")}
@@ -41,11 +43,18 @@ class WorkflowRunReconciler:
         self.client, self.discovery, self.lookup, self.templates = client, discovery, lookup, templates
         self.engine, self.step_definition, self.auth = engine, step_definition, auth
         self.retry_after = retry_after  # a run whose workflow cannot be made yet (its Workflow may come)
+        # key -> the resourceVersion our last status write replaced, until the cache shows a newer one: a pass over
+        # the run as it was before that write would run again the steps the write recorded as done
+        self._replaced: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def __call__(self, key: str) -> Result:
         found = self.lookup(key)
         if found is None or found["metadata"].get("deletionTimestamp"):
+            self._forget_write(key)
             return DONE  # its context ConfigMap is owned by it: the garbage collector takes it
+        if self._stale(key, found["metadata"].get("resourceVersion", "")):
+            return requeue_after(STALE_RETRY)
         run = copy.deepcopy(found)
         run["apiVersion"], run["kind"] = WORKFLOW_API_VERSION, WORKFLOW_RUNS.kind
         if runs.settled(run):
@@ -114,15 +123,33 @@ class WorkflowRunReconciler:
             raise Retry("the workflow run changed meanwhile; running again") from err
         except errors.NotFound:
             return False
-        self._await_cached(f'{run["metadata"]["namespace"]}/{run["metadata"]["name"]}',
-                           written["metadata"]["resourceVersion"])
+        key = f'{run["metadata"]["namespace"]}/{run["metadata"]["name"]}'
+        if not self._await_cached(key, written["metadata"]["resourceVersion"]):
+            with self._lock:  # remembered only while the cache lags (a busy API server or watch)
+                self._replaced[key] = run["metadata"].get("resourceVersion", "")
         return True
 
-    def _await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> None:
-        """Hold the worker until the cache shows our write, so that the next pass starts from it."""
+    def _stale(self, key: str, cached: str) -> bool:
+        """Whether the cache still holds the run as it was before our last write of its status."""
+        with self._lock:
+            replaced = self._replaced.get(key)
+            if replaced is None:
+                return False
+            if replaced != cached:
+                del self._replaced[key]
+                return False
+            return True
+
+    def _forget_write(self, key: str) -> None:
+        with self._lock:
+            self._replaced.pop(key, None)
+
+    def _await_cached(self, key: str, resource_version: str, timeout: float = 1.0) -> bool:
+        """Hold the worker until the cache shows our write (usually milliseconds); False if it did not in time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             cached = self.lookup(key)
             if cached is None or cached["metadata"].get("resourceVersion") == resource_version:
-                return
+                return True
             time.sleep(0.005)
+        return False

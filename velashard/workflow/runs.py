@@ -162,13 +162,6 @@ def settled(run: dict[str, Any]) -> bool:
     return bool((run.get("status") or {}).get("finished"))
 
 
-def restarted(status: dict[str, Any] | None) -> dict[str, Any]:
-    """A run's status to start it again from the beginning (KubeVela's restart: an empty status)."""
-    if not status or not (status.get("steps") or status.get("startTime")):
-        raise ValueError("the workflow run has not started")
-    return dict(EMPTY_STATUS)
-
-
 def phase_of(status: dict[str, Any]) -> str:
     return str(status.get("status") or "")
 

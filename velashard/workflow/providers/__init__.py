@@ -12,7 +12,7 @@ from velashard.workflow.providers.base import Handler, Provider
 
 PROVIDERS: tuple[Provider, ...] = (op.PROVIDER, builtin.PROVIDER, kube.PROVIDER, util.PROVIDER, http.PROVIDER,
                                    email.PROVIDER, metrics.PROVIDER, config.PROVIDER, multicluster.PROVIDER,
-                                   oam.PROVIDER, query.PROVIDER)
+                                   oam.PROVIDER, query.PROVIDER, query.LEGACY)
 _BY_NAME = {p.name: p for p in PROVIDERS}
 _COMPILED: dict[str, SourcePackage] = {}
 _LOCK = threading.Lock()

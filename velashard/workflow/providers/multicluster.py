@@ -39,6 +39,9 @@ SCHEMA = '''
 	}]
 }
 
+// KubeVela's vela/multicluster package spells it so (a replace of "op" gone too far): the same action.
+#GetPlacementsFromTmulticlusterologyPolicies: #GetPlacementsFromTopologyPolicies
+
 // `$returns.outputs.clusters`: the clusters there are (here: local).
 #ListClusters: {
 	#provider: "multicluster"

@@ -346,10 +346,10 @@ SCHEMA = '''
 	#provider: "op"
 	#do:       "apply-env-bind-app"
 	env:       string
-	policy:    *"" | string
+	policy:    string
 	app:       string
 	namespace: string
-	parallel:  *false | bool
+	parallel:  bool
 	...
 }
 #GetPlacementsFromTopologyPolicies: {

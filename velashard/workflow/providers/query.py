@@ -29,7 +29,7 @@ SCHEMA = '''
 		}
 		...
 	}
-	$returns?: list?: [...{...}]
+	$returns: list?: [...{...}]
 	...
 }
 
@@ -50,7 +50,7 @@ SCHEMA = '''
 		withStatus?: bool
 		...
 	}
-	$returns?: list?: [...{...}]
+	$returns: list?: [...{...}]
 	...
 }
 
@@ -67,10 +67,10 @@ SCHEMA = '''
 			clusterNamespace?: string
 			components?: [...string]
 		}
-		withTree: *true | bool
+		withTree: true
 		...
 	}
-	$returns?: list?: [...{
+	$returns: list?: [...{
 		endpoint: {
 			protocol:     string
 			appProtocol?: string
@@ -238,3 +238,8 @@ def collect_endpoints(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
 HANDLERS = {"listAppliedResources": list_applied, "listResourcesInApp": list_in_app,
             "collectServiceEndpoints": collect_endpoints}
 PROVIDER = Provider("vela/query", "query", SCHEMA, HANDLERS)
+
+# The legacy package (`import "vela/ql"`): the same actions, their parameters and results the action's own fields.
+LEGACY_SCHEMA = SCHEMA.replace('#provider: "query"', '#provider: "ql"').replace("\t$params: app:", "\tapp:").replace(
+    "\t$returns: list?:", "\tlist?:")
+LEGACY = Provider("vela/ql", "ql", LEGACY_SCHEMA, HANDLERS, legacy=True)

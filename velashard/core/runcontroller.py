@@ -15,9 +15,11 @@ from velashard.core.controller import ApplicationController, Options
 from velashard.core.events import record_event
 from velashard.core.workflowruns import WorkflowRunReconciler
 from velashard.kube import errors
+from velashard.kube.client import KubeClient
 from velashard.kube.controller import Controller, Result
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
+from velashard.observability import fields
 from velashard.sharding.keys import AssignmentCheck
 from velashard.sharding.shard_reconciler import ShardReconciler
 from velashard.workflow import runs
@@ -44,14 +46,19 @@ def _template_of(run: dict[str, Any]) -> list[str]:
     return [f'{run["metadata"].get("namespace", "")}/{name}'] if name else []
 
 
-def served(discovery: Discovery) -> bool:
-    """Whether the cluster serves WorkflowRuns (their CRD is installed)."""
+def served(client: KubeClient) -> bool:
+    """Whether the cluster serves WorkflowRuns and Workflows (their CRDs are installed): one discovery read. Where
+    the API server cannot say now, they are taken as served (their informers wait for it, as the others do)."""
     try:
-        discovery.for_kind(WORKFLOW_RUNS.api_version, WORKFLOW_RUNS.kind)
-        discovery.for_kind(WORKFLOWS.api_version, WORKFLOWS.kind)
+        listing = client.request("discovery", "GET", f"/apis/{WORKFLOW_RUNS.api_version}")
     except errors.NotFound:
         return False
-    return True
+    except (errors.KubeError, OSError) as err:
+        log.warning("cannot tell whether WorkflowRuns are served; running their controller", extra=fields(
+            error=str(err)))
+        return True
+    plurals = {r.get("name") for r in listing.get("resources") or []}
+    return {WORKFLOW_RUNS.plural, WORKFLOWS.plural} <= plurals
 
 
 class WorkflowRunController:
@@ -108,7 +115,7 @@ def run_controller(manager: Manager, apps: ApplicationController, options: Optio
     settings, step definitions and outbound calls (a call that ends wakes whichever of the two made it). None,
     with a warning, where the cluster does not serve WorkflowRuns (their CRDs, which `velashard install` and the
     chart install, are missing): nothing else depends on them."""
-    if not served(apps.discovery):
+    if not served(apps.client):
         log.warning("WorkflowRuns are not served: their CRDs (workflowruns.core.oam.dev, workflows.core.oam.dev) "
                     "are not installed; install them with `velashard install` to run WorkflowRuns")
         return None

@@ -90,8 +90,12 @@ class WorkflowRunReconciler:
             raise Retry(f"workflow run: {err.message}") from err
         condition = runs.ready(stamp) if outcome.state == ph.WF_SUCCEEDED else None
         status = runs.run_status(outcome.status, workflow.mode, run.get("status"), condition)
-        status["conditions"] = runs.with_condition(list(status.get("conditions") or []),
-                                                   self._authorized(author, refused, stamp))
+        authorized = self._authorized(author, refused, stamp)
+        before = next((c for c in (run.get("status") or {}).get("conditions") or [] if c.get("type") == "Authorized"),
+                      None)
+        if not outcome.ran and not refused and before is not None and before.get("status") == "False":
+            authorized = before  # no step ran (the run waits out its backoff): a refusal a step met stays said
+        status["conditions"] = runs.with_condition(list(status.get("conditions") or []), authorized)
         if not self._write(run, status):
             return DONE
         if runs.ended(status):

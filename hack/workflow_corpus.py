@@ -158,6 +158,8 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
             key = _fingerprint(app)
             if key in seen:
                 seen[key].copies.append(source)
+                if others and not [o for o in seen[key].objects if o.get("kind") != "Workflow"]:
+                    seen[key].objects += copy.deepcopy(others)  # a copy in a YAML file brings what it needs
                 continue
             objects = copy.deepcopy(others)
             if spec.get("workflowRef") and not spec.get("workflowSpec"):

@@ -97,7 +97,8 @@ SCHEMA = '''
 	...
 }
 
-// Delete the object named by value, or with a filter every object of its kind that matches.
+// Delete the object named by value (in namespace "default" when it names none), or with a filter every object of
+// its kind that matches.
 #Delete: {
 	#do:       "delete"
 	#provider: "kube"
@@ -108,7 +109,9 @@ SCHEMA = '''
 			kind:       string
 			metadata: {
 				name?:     string
-				namespace: *"default" | string
+				// +usage=its namespace; "default" when none is given. Not a CUE default (KubeVela's is): a template
+				// that passes a parameter with its own default (clean-jobs' context.namespace) would have two and none
+				namespace?: string
 			}
 		}
 		filter?: {

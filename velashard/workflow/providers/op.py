@@ -67,7 +67,9 @@ SCHEMA = '''
 		kind:       string
 		metadata: {
 			name?:     string
-			namespace: *"default" | string
+			// +usage=its namespace; "default" when none is given. Not a CUE default (KubeVela's is): a template
+			// that passes a parameter with its own default (clean-jobs' context.namespace) would have two and none
+			namespace?: string
 		}
 	}
 	filter?: {

@@ -23,7 +23,7 @@ from tests.e2e.helpers import (RUNTIME_NS, chart_identities, free_port, shard_of
 from tests.e2e.test_tenant_steps import tenant_client
 from tests.integration.helpers import eventually
 from velashard.apis import labels
-from velashard.apis.oam import WORKFLOW_RUNS
+from velashard.apis.oam import APPLICATIONS, WORKFLOW_RUNS
 from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
@@ -138,6 +138,29 @@ def test_a_tenants_run_does_only_what_the_tenant_may(fleet):
     live["metadata"]["annotations"][labels.APP_USERNAME] = "admin"
     updated = tenant.update(WORKFLOW_RUNS, live)
     assert updated["metadata"]["annotations"][labels.APP_USERNAME] == f"system:serviceaccount:{TEAM}:tenant"
+
+
+def test_workflows_create_applications_that_the_scheduler_places(fleet):
+    chart, _ = fleet
+    admin = chart.client
+
+    def child(name: str) -> dict:
+        return {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": name},
+                "spec": {"components": [{"name": name, "type": "worker", "properties": {"image": "busybox"}}]}}
+    admin.create(APPLICATIONS, {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                                "metadata": {"name": "parent", "namespace": OTHER}, "spec": {"components": [],
+                                "workflow": {"steps": [{"name": "make", "type": "apply-app",
+                                                        "properties": {"data": child("from-app")}}]}}})
+    admin.create(WORKFLOW_RUNS, {"apiVersion": "core.oam.dev/v1alpha1", "kind": "WorkflowRun",
+                                 "metadata": {"name": "maker", "namespace": OTHER}, "spec": {"workflowSpec": {
+                                     "steps": [{"name": "make", "type": "apply-app",
+                                                "properties": {"data": child("from-run")}}]}}})
+    for name in ("from-app", "from-run"):  # apply-app puts an application without a namespace in default
+        made = eventually(lambda: (lambda a: a if (a.get("status") or {}).get("status") == "running" else None)(
+            admin.get(APPLICATIONS, name, "default")), timeout=90)
+        assert shard_of(made) in SHARDS and made["metadata"]["annotations"][labels.ASSIGNMENT_PROOF]
+    eventually(lambda: (admin.get(WORKFLOW_RUNS, "maker", OTHER).get("status") or {}).get("status") == "succeeded",
+               timeout=60)
 
 
 def test_runs_go_on_once_through_a_pause_and_a_crash(fleet):

@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from velashard.apis import labels
-from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS, SCHEDULED_RESOURCES
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
@@ -101,6 +101,8 @@ def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[
     for ref in refs:
         try:
             res: Resource = discovery.for_kind(ref["apiVersion"], ref["kind"])
+            if res in SCHEDULED_RESOURCES:
+                continue  # an Application (or WorkflowRun) the app applied is placed on a shard of its own
             writer.patch(res, ref["name"], _managed_label_patch(app_ns, app_name, shard),
                          ref.get("namespace") if res.namespaced else None, patch_type="json")
         except errors.NotFound:

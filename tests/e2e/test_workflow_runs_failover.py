@@ -155,9 +155,11 @@ def test_workflows_create_applications_that_the_scheduler_places(fleet):
                                  "metadata": {"name": "maker", "namespace": OTHER}, "spec": {"workflowSpec": {
                                      "steps": [{"name": "make", "type": "apply-app",
                                                 "properties": {"data": child("from-run")}}]}}})
+    def running(name: str) -> dict | None:
+        found = [a for a in admin.list(APPLICATIONS, "default")["items"] if a["metadata"]["name"] == name]
+        return found[0] if found and (found[0].get("status") or {}).get("status") == "running" else None
     for name in ("from-app", "from-run"):  # apply-app puts an application without a namespace in default
-        made = eventually(lambda: (lambda a: a if (a.get("status") or {}).get("status") == "running" else None)(
-            admin.get(APPLICATIONS, name, "default")), timeout=90)
+        made = eventually(lambda: running(name), timeout=90)
         assert shard_of(made) in SHARDS and made["metadata"]["annotations"][labels.ASSIGNMENT_PROOF]
     eventually(lambda: (admin.get(WORKFLOW_RUNS, "maker", OTHER).get("status") or {}).get("status") == "succeeded",
                timeout=60)

@@ -29,8 +29,8 @@ from velashard.workflow.templates import Lookup
 log = logging.getLogger("velashard.core.workflowruns")
 
 Templates = Callable[[str, str], "dict[str, Any] | None"]  # (namespace, name) -> the Workflow, or None
-# what a finished run's Event says, by its state (KubeVela's messages)
 STALE_RETRY = 0.2  # seconds: how soon a pass that found the cache behind our own write looks again
+# what a finished run's Event says, by its state (KubeVela's messages)
 FINISHED = {ph.WF_SUCCEEDED: ("Normal", "workflow run finished successfully"),
             ph.WF_FAILED: ("Warning", "workflow run failed"),
             ph.WF_TERMINATED: ("Normal", "workflow run terminated")}

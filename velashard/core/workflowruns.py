@@ -31,9 +31,9 @@ log = logging.getLogger("velashard.core.workflowruns")
 Templates = Callable[[str, str], "dict[str, Any] | None"]  # (namespace, name) -> the Workflow, or None
 STALE_RETRY = 0.2  # seconds: how soon a pass that found the cache behind our own write looks again
 # what a finished run's Event says, by its state (KubeVela's messages)
-FINISHED = {ph.WF_SUCCEEDED: ("Normal", "workflow run finished successfully"),
-            ph.WF_FAILED: ("Warning", "workflow run failed"),
-            ph.WF_TERMINATED: ("Normal", "workflow run terminated")}
+FINISHED = {ph.WF_SUCCEEDED: ("Normal", "WorkflowRun finished successfully"),
+            ph.WF_FAILED: ("Warning", "WorkflowRun finished with failure"),
+            ph.WF_TERMINATED: ("Normal", "WorkflowRun finished with termination")}
 
 
 class WorkflowRunReconciler:
@@ -76,7 +76,9 @@ class WorkflowRunReconciler:
         try:
             workflow = runs.workflow_of(run, template)
         except runs.RunError as err:
-            self._write(run, runs.not_generated(run.get("status"), str(err), stamp))
+            status = runs.not_generated(run.get("status"), str(err), stamp)
+            if status != run.get("status") and self._write(run, status):  # said once, as the status says it
+                record_event(self.client, run, "Warning", "Generate", f"fail to generate workflow runners: {err}")
             raise Retry(f"workflow run: {err}", after=self.retry_after) from None
         previous = runs.engine_status(run.get("status"))
         if previous:

@@ -20,7 +20,7 @@ from velashard.core.runcontroller import run_controller
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager
-from velashard.kube.resources import CONFIGMAPS, NAMESPACES, Resource
+from velashard.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES, Resource
 from tests.integration.helpers import eventually, trust_authorless_apps
 from tests.workflowsteps import install_missing
 
@@ -118,6 +118,10 @@ def test_a_run_applies_suspends_is_resumed_and_succeeds(cluster, ns):
     ready = next(c for c in final["conditions"] if c["type"] == "WorkflowRun")
     assert (ready["status"], ready["reason"]) == ("True", "Available")
     assert final["contextBackend"]["name"] == "workflow-release-context"
+    # kubevela/workflow's Event on the run itself (core/events.py resolves the involved object by kind)
+    execute = eventually(lambda: [e for e in kube.list_all(EVENTS, ns)[0] if e["reason"] == "Execute"], timeout=30)
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["apiVersion"], e["involvedObject"]["name"], e["type"])
+            for e in execute] == [("WorkflowRun", "core.oam.dev/v1alpha1", "release", "Normal")]
 
 
 def test_a_run_of_a_template_sees_its_context_and_waits_for_the_template(cluster, ns):

@@ -1,4 +1,4 @@
-"""Run KubeVela's example Applications that use workflow steps on velashard, and print one JSON object: how many
+"""Run KubeVela's example Applications and WorkflowRuns that use workflow steps on velashard, and print one JSON object: how many
 there are, which are in scope, how many end as KubeVela documents (running, or a documented failure such as a
 timeout), and why each other one does not.
 
@@ -33,8 +33,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hack.loopback import HTTPRecorder, SMTPRecorder  # noqa: E402
-from hack.workflow_corpus import Endpoints, Example, load, outcome, prepare, resumable  # noqa: E402
-from velashard.apis.oam import APPLICATIONS, DEFINITION_RESOURCES  # noqa: E402
+from hack.workflow_corpus import (Endpoints, Example, load, outcome, prepare, resumable,  # noqa: E402
+                                  workflow_status)
+from velashard.apis.oam import APPLICATIONS, DEFINITION_RESOURCES, WORKFLOW_RUNS  # noqa: E402
 from velashard.core.builtins import builtin_definitions  # noqa: E402
 from velashard.kube import errors  # noqa: E402
 from velashard.kube.apply import upsert  # noqa: E402
@@ -125,7 +126,7 @@ class Run:
         for ex, ns, app, problem in prepared:
             if not problem:
                 try:
-                    self.kube.create(APPLICATIONS, app)
+                    self.kube.create(WORKFLOW_RUNS if ex.is_run else APPLICATIONS, app)
                 except Exception as err:
                     problem = f"refused: {err}"
             self.placed.append((ex, ns, problem))
@@ -140,22 +141,24 @@ class Run:
                 if problem:
                     results[ex.source] = (False, problem)
                     continue
-                status = self.kube.get(APPLICATIONS, ex.name, ns).get("status") or {}
-                if resumable(ex.app, status):
+                status = self.kube.get(WORKFLOW_RUNS if ex.is_run else APPLICATIONS, ex.name, ns).get("status") or {}
+                if resumable(ex, status):
                     subprocess.run([sys.executable, "-m", "velashard.cli.main", "--kubeconfig", self.kubeconfig,
-                                    "resume", ex.name, "-n", ns], capture_output=True, check=False)
+                                    "workflow", "resume", ex.name, "-n", ns, "--type",
+                                    "workflow" if ex.is_run else "app"], capture_output=True, check=False)
                 done, why = outcome(ex, status)
-                results[ex.source] = (done and not why, "; ".join(filter(None, [why, _conditions(status)])))
+                results[ex.source] = (done and not why, "; ".join(filter(None, [why, _conditions(
+                    status, workflow_status(ex, status))])))
                 pending = pending or not done
             if not pending or time.monotonic() > deadline:
                 return results
             time.sleep(2)
 
 
-def _conditions(status: dict[str, Any]) -> str:
+def _conditions(status: dict[str, Any], workflow: dict[str, Any]) -> str:
     bad = [c for c in status.get("conditions") or [] if c.get("status") == "False"]
     steps = [f'{s.get("name")}: {s.get("phase")} {s.get("message", "")}'.strip()
-             for s in (status.get("workflow") or {}).get("steps") or [] if s.get("phase") not in ("succeeded",)]
+             for s in workflow.get("steps") or [] if s.get("phase") not in ("succeeded",)]
     return "; ".join([f'{c["type"]}: {c.get("message", "")}' for c in bad] + steps)[:500]
 
 

@@ -1,5 +1,5 @@
-"""The example corpus of hack/kubevela_workflow_examples.py: which third-party example Applications (and
-WorkflowRuns, run as Applications) there are in a folder, which of them velashard is meant to run, what each
+"""The example corpus of hack/kubevela_workflow_examples.py: which third-party example Applications and
+WorkflowRuns (with the Workflow templates they refer to) there are in a folder, which of them velashard is meant to run, what each
 needs besides the Kubernetes API, and what its documentation says it ends with.
 
 Pure functions over parsed documents; the folder is read once by `load`. The examples themselves stay outside
@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import yaml
 
 from velashard.core.deffile import KINDS, DefFileError, parse_def_file
+from velashard.durations import go_duration
 
 DEFINITION_KINDS = set(KINDS.values())
 _YAML_BLOCK = re.compile(r"```ya?ml\n(.*?)```", re.S)
@@ -38,13 +39,15 @@ NEEDS = {
     "build-push-image": "a kubelet that runs kaniko, and an image registry",
     "vela-cli": "a kubelet that runs the vela CLI image",
     "check-metrics": "a Prometheus server with the ingress controller's metrics",
+    "addon-operation": "a kubelet that runs the vela CLI image (it enables addons)",
+    "chat-gpt": "the OpenAI API (its address is written in the definition: no loopback server can stand for it)",
 }
 
 
 @dataclass
 class Example:
     source: str  # relative path, and the document's name in it
-    app: dict[str, Any]  # the Application to create (a WorkflowRun converted)
+    app: dict[str, Any]  # the Application or WorkflowRun to create
     copies: list[str] = field(default_factory=list)  # other sources of the same Application
     objects: list[dict[str, Any]] = field(default_factory=list)  # other objects the same YAML file brings
     scope: str = ""  # "kubernetes", "http", "custom-definition", or "" when out of scope
@@ -54,6 +57,10 @@ class Example:
     @property
     def name(self) -> str:
         return self.app["metadata"]["name"]
+
+    @property
+    def is_run(self) -> bool:
+        return self.app.get("kind") == "WorkflowRun"
 
 
 @dataclass
@@ -100,25 +107,25 @@ def _documents(root: str) -> Iterator[tuple[str, str, list[Any]]]:
                 yield rel, kind, docs
 
 
-def as_application(doc: dict[str, Any]) -> dict[str, Any] | str:
-    """An Application with workflow steps, from an Application or a WorkflowRun; else why not."""
-    meta = doc.get("metadata") or {}
-    spec = doc.get("spec") or {}
+def as_runnable(doc: dict[str, Any], templates: dict[str, dict[str, Any]]) -> dict[str, Any] | str:
+    """An Application with workflow steps, or a WorkflowRun (with the Workflow it refers to among the examples'
+    templates); else why not."""
     if doc.get("kind") == "Application":
         app = copy.deepcopy(doc)
-    else:
-        if spec.get("workflowRef"):
-            return "a WorkflowRun that runs a Workflow template (workflowRef); Applications have no such field"
-        if spec.get("context"):
-            return "a WorkflowRun with its own context variables (spec.context); Applications have no such field"
-        workflow = {"steps": (spec.get("workflowSpec") or {}).get("steps") or []}
-        if spec.get("mode"):
-            workflow["mode"] = spec["mode"]
-        app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
-               "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-               "spec": {"components": [], "workflow": workflow}}
-    app.setdefault("spec", {}).setdefault("components", [])
-    return app
+        app.setdefault("spec", {}).setdefault("components", [])
+        return app
+    ref = (doc.get("spec") or {}).get("workflowRef")
+    if ref and not (doc.get("spec") or {}).get("workflowSpec") and ref not in templates:
+        return f"a WorkflowRun of the Workflow {ref}, which is not among the examples"
+    run = copy.deepcopy(doc)
+    run.setdefault("apiVersion", "core.oam.dev/v1alpha1")
+    return run
+
+
+def run_template(app: dict[str, Any], objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Workflow a WorkflowRun refers to, among the objects created with it."""
+    ref = (app.get("spec") or {}).get("workflowRef") if app.get("kind") == "WorkflowRun" else None
+    return next((o for o in objects if o.get("kind") == "Workflow" and o["metadata"]["name"] == ref), None)
 
 
 def load(root: str, builtin_names: set[str]) -> Corpus:
@@ -127,20 +134,23 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
     examples: list[Example] = []
     definitions: list[tuple[str, dict[str, Any]]] = []
     seen: dict[str, Example] = {}
-    for rel, kind, docs in _documents(root):
+    documents = list(_documents(root))
+    templates = {d["metadata"]["name"]: d for _, _, docs in documents for d in docs
+                 if d.get("kind") == "Workflow" and isinstance(d.get("metadata"), dict) and d["metadata"].get("name")}
+    for rel, kind, docs in documents:
         apps = [d for d in docs if d.get("kind") in ("Application", "WorkflowRun")
                 and isinstance(d.get("metadata"), dict) and d["metadata"].get("name")]
         definitions += [(rel, d) for d in docs
                         if d.get("kind") in DEFINITION_KINDS and (d.get("metadata") or {}).get("name")]
         others = [d for d in docs if kind == "yaml" and not rel.endswith((".md", ".go"))
-                  and d.get("kind") not in DEFINITION_KINDS | {"Application", "WorkflowRun"}
+                  and d.get("kind") not in DEFINITION_KINDS | {"Application", "WorkflowRun", "Workflow"}
                   and d.get("apiVersion") and d.get("kind")]
         for doc in apps:
-            steps = ((doc.get("spec") or {}).get("workflow") or {}).get("steps") or \
-                ((doc.get("spec") or {}).get("workflowSpec") or {}).get("steps")
-            if not steps and not (doc.get("spec") or {}).get("workflowRef"):
+            spec = doc.get("spec") or {}
+            steps = (spec.get("workflow") or {}).get("steps") or (spec.get("workflowSpec") or {}).get("steps")
+            if not steps and not spec.get("workflowRef"):
                 continue  # not a workflow example
-            app = as_application(doc)
+            app = as_runnable(doc, templates)
             source = f'{rel}#{doc["metadata"]["name"]}'
             if isinstance(app, str):
                 examples.append(Example(source, {"metadata": dict(doc["metadata"])}, reason=app))
@@ -148,8 +158,13 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
             key = _fingerprint(app)
             if key in seen:
                 seen[key].copies.append(source)
+                if others and not [o for o in seen[key].objects if o.get("kind") != "Workflow"]:
+                    seen[key].objects += copy.deepcopy(others)  # a copy in a YAML file brings what it needs
                 continue
-            seen[key] = Example(source, app, objects=copy.deepcopy(others))
+            objects = copy.deepcopy(others)
+            if spec.get("workflowRef") and not spec.get("workflowSpec"):
+                objects.append(copy.deepcopy(templates[spec["workflowRef"]]))
+            seen[key] = Example(source, app, objects=objects)
             examples.append(seen[key])
     # a later definition of a name replaces an earlier one, as applying them in order would (a text that builds
     # a definition up shows the whole one last)
@@ -157,13 +172,14 @@ def load(root: str, builtin_names: set[str]) -> Corpus:
     for rel, d in definitions:
         if d["metadata"]["name"] not in builtin_names:
             custom[d["metadata"]["name"]] = (rel, d)
-    used = {s.get("type") for ex in examples for s in steps_of(ex.app)}
+    used = {s.get("type") for ex in examples for s in steps_of(ex.app, ex.objects)}
     for name, (steps, expect) in DEFINITION_APPS.items():
         if name in custom and name not in used:
             rel = custom[name][0]
-            app = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application", "metadata": {"name": f"run-{name}"},
-                   "spec": {"components": [], "workflow": {"steps": copy.deepcopy(steps)}}}
-            examples.append(Example(f"{rel}#{name} (an application made here for it)", app, expect=dict(expect)))
+            # the workflow engine's tests run these in WorkflowRuns (built in Go): one is written here per definition
+            app = {"apiVersion": "core.oam.dev/v1alpha1", "kind": "WorkflowRun", "metadata": {"name": f"run-{name}"},
+                   "spec": {"workflowSpec": {"steps": copy.deepcopy(steps)}}}
+            examples.append(Example(f"{rel}#{name} (a WorkflowRun made here for it)", app, expect=dict(expect)))
     for ex in examples:
         if not ex.reason:
             classify(ex, builtin_names, {n: d for n, (rel, d) in custom.items() if _beside(rel, ex.source)})
@@ -185,31 +201,49 @@ def _beside(definition: str, example: str) -> bool:
 
 
 def _fingerprint(app: dict[str, Any]) -> str:
-    body = {"name": app["metadata"]["name"], "spec": app.get("spec")}
+    body = {"kind": app.get("kind"), "name": app["metadata"]["name"], "spec": app.get("spec")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 # --- what an example needs --------------------------------------------------------------------------------
 
-def steps_of(app: dict[str, Any]) -> list[dict[str, Any]]:
+def step_lists(app: dict[str, Any], objects: list[dict[str, Any]] | None = None) -> list[list[Any]]:
+    """The lists that hold an example's top-level steps: an Application's, a WorkflowRun's own, or those of the
+    Workflow it refers to (among `objects`)."""
+    spec = app.get("spec") or {}
+    if app.get("kind") != "WorkflowRun":
+        found = (spec.get("workflow") or {}).get("steps")
+    elif spec.get("workflowSpec") is not None:
+        found = (spec.get("workflowSpec") or {}).get("steps")
+    else:
+        found = (run_template(app, objects or []) or {}).get("steps")
+    return [found] if isinstance(found, list) else []
+
+
+def steps_of(app: dict[str, Any], objects: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every step, sub-steps included."""
     found = []
-    for step in ((app.get("spec") or {}).get("workflow") or {}).get("steps") or []:
-        found.append(step)
-        found.extend(step.get("subSteps") or [])
+    for steps in step_lists(app, objects):
+        for step in steps:
+            if isinstance(step, dict):
+                found.append(step)
+                found.extend(s for s in step.get("subSteps") or [] if isinstance(s, dict))
     return found
 
 
-def _remote(app: dict[str, Any]) -> str:
+def _remote(app: dict[str, Any], objects: list[dict[str, Any]]) -> str:
     for policy in (app.get("spec") or {}).get("policies") or []:
         props = policy.get("properties") or {}
         if policy.get("type") == "topology":
             clusters = set(props.get("clusters") or [])
             if clusters - {"local"} or props.get("clusterLabelSelector") or props.get("clusterSelector"):
                 return f'policy {policy.get("name")} places components in remote clusters'
-        if policy.get("type") in ("env-binding", "replication"):
-            return f'policy type {policy["type"]} (environments, replicas across clusters)'
-    for step in steps_of(app):
+        if policy.get("type") == "env-binding":
+            for env in props.get("envs") or []:
+                cluster = ((env.get("placement") or {}).get("clusterSelector") or {})
+                if cluster.get("labels") or cluster.get("name") not in (None, "", "local"):
+                    return f'policy {policy.get("name")} places environment {env.get("name")} in another cluster'
+    for step in steps_of(app, objects):
         cluster = (step.get("properties") or {}).get("cluster")
         if isinstance(cluster, str) and cluster not in ("", "local") and not _PLACEHOLDER.match(cluster):
             return f'step {step.get("name")} writes to cluster {cluster}'
@@ -225,7 +259,7 @@ def classify(ex: Example, builtin: set[str], custom: dict[str, dict[str, Any]]) 
     step_defs = {n for n, d in custom.items() if d["kind"] == "WorkflowStepDefinition"}
     kinds = {"ComponentDefinition": "component", "TraitDefinition": "trait", "PolicyDefinition": "policy"}
     spec = ex.app.get("spec") or {}
-    used = [("step", s.get("type")) for s in steps_of(ex.app)]
+    used = [("step", s.get("type")) for s in steps_of(ex.app, ex.objects)]
     used += [("component", c.get("type")) for c in spec.get("components") or []]
     used += [("trait", t.get("type")) for c in spec.get("components") or [] for t in c.get("traits") or []]
     used += [("policy", p.get("type")) for p in spec.get("policies") or []]
@@ -235,17 +269,18 @@ def classify(ex: Example, builtin: set[str], custom: dict[str, dict[str, Any]]) 
             ex.reason = (f"{what} type {name} is neither one of KubeVela's built-in definitions in velashard's "
                          "catalog nor defined beside the example")
             return
-    if any(isinstance(o, dict) and not o.get("valueFrom") for s in steps_of(ex.app) for o in s.get("outputs") or []):
+    if any(isinstance(o, dict) and not o.get("valueFrom") for s in steps_of(ex.app, ex.objects)
+           for o in s.get("outputs") or []):
         ex.reason = "an output without valueFrom (KubeVela's Application CRD requires it: KubeVela refuses it too)"
         return
     for _, name in used:
         if name in NEEDS and name not in step_defs:
             ex.reason = f"step type {name} needs {NEEDS[name]}"
             return
-    ex.reason = known.get("needs", "") or _remote(ex.app)
+    ex.reason = known.get("needs", "") or _remote(ex.app, ex.objects)
     if ex.reason:
         return
-    types = {s.get("type") for s in steps_of(ex.app)}
+    types = {s.get("type") for s in steps_of(ex.app, ex.objects)}
     ex.scope = "custom-definition" if types & step_defs else "http" if types & set(HTTP_STEPS) else "kubernetes"
     ex.expect = dict(known.get("expect", ex.expect))
 
@@ -355,11 +390,18 @@ def prepare(ex: Example, namespace: str, end: Endpoints) -> tuple[dict[str, Any]
     what its text takes as existing, and the Secrets its secretRefs name (holding loopback addresses)."""
     app = copy.deepcopy(ex.app)
     app["metadata"] = {k: v for k, v in app["metadata"].items() if k not in ("resourceVersion", "uid")}
+    written = app["metadata"].get("namespace") or "default"
     app["metadata"]["namespace"] = namespace
-    objects = [*copy.deepcopy(ex.objects), *fixtures(ex)]
+    brought = copy.deepcopy(ex.objects)
+    for obj in brought:
+        meta = obj.setdefault("metadata", {})
+        # a WorkflowRun's objects (and any run's template) go where it goes when they were beside it
+        if obj.get("kind") == "Workflow" or (ex.is_run and meta.get("namespace", written) == written):
+            meta["namespace"] = namespace
+    objects = [*brought, *fixtures(ex)]
     for obj in objects:
         obj.setdefault("metadata", {}).setdefault("namespace", namespace)
-    for step in steps_of(app):
+    for step in steps_of(app, objects):
         props = step.get("properties")
         if not isinstance(props, dict):
             continue
@@ -394,19 +436,34 @@ def prepare(ex: Example, namespace: str, end: Endpoints) -> tuple[dict[str, Any]
     return app, objects
 
 
-def resumable(app: dict[str, Any], status: dict[str, Any]) -> bool:
+def workflow_status(ex: Example, status: dict[str, Any]) -> dict[str, Any]:
+    """The workflow's status: an Application's status.workflow, a WorkflowRun's status itself."""
+    return status if ex.is_run else status.get("workflow") or {}
+
+
+def _short(timeout: Any) -> bool:
+    """A timeout an example means to reach (seconds, minutes), not one that bounds a person's wait (a day)."""
+    if not timeout:
+        return False
+    try:
+        return go_duration(timeout) < 600
+    except ValueError:
+        return True
+
+
+def resumable(ex: Example, status: dict[str, Any]) -> bool:
     """Whether the workflow waits for a person to resume it: suspended on a step with neither a duration (it
-    resumes by itself) nor a timeout (the examples with one document that it times out)."""
-    workflow = status.get("workflow") or {}
+    resumes by itself) nor a short timeout (the examples with one document that it times out)."""
+    workflow = workflow_status(ex, status)
     if not workflow.get("suspend"):
         return False
-    specs = {s.get("name"): s for s in steps_of(app)}
+    specs = {s.get("name"): s for s in steps_of(ex.app, ex.objects)}
     for step in workflow.get("steps") or []:
         for s in [step, *(step.get("subSteps") or [])]:
             if s.get("phase") != "suspending":
                 continue
             spec = specs.get(s.get("name")) or {}
-            if spec.get("timeout") or (spec.get("properties") or {}).get("duration"):
+            if (spec.get("properties") or {}).get("duration") or _short(spec.get("timeout")):
                 return False
             return True
     return False
@@ -414,17 +471,19 @@ def resumable(app: dict[str, Any], status: dict[str, Any]) -> bool:
 
 def outcome(ex: Example, status: dict[str, Any]) -> tuple[bool, str]:
     """(done, why not as expected): done once the workflow has finished; as expected when it ends as its text
-    says (the listed steps' phases and reasons), or, with nothing listed, when the application runs."""
-    workflow = status.get("workflow") or {}
+    says (the listed steps' phases and reasons), or, with nothing listed, when the application runs (a WorkflowRun:
+    when it succeeded)."""
+    workflow = workflow_status(ex, status)
     phases = {}
     for step in workflow.get("steps") or []:
         for s in [step, *(step.get("subSteps") or [])]:
             phases[s.get("name")] = s.get("phase", "") + (f':{s["reason"]}' if s.get("reason") else "")
+    what = "workflow run" if ex.is_run else "application"
     if not workflow.get("finished"):
-        return False, f'workflow not finished (application {status.get("status") or "not reconciled"})'
+        return False, f'workflow not finished ({what} {status.get("status") or "not reconciled"})'
     if not ex.expect:
-        ok = status.get("status") == "running"
-        return True, "" if ok else f'application {status.get("status")}'
+        ok = status.get("status") == ("succeeded" if ex.is_run else "running")
+        return True, "" if ok else f'{what} {status.get("status")}'
     wrong = [f"{step}: {phases.get(step, 'absent')} (documented: {want})" for step, want in ex.expect.items()
              if not (phases.get(step) == want or phases.get(step, "").split(":")[0] == want)]
     return True, "; ".join(wrong)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from velashard.apis import labels
-from velashard.apis.oam import API_VERSION, APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.apis.oam import (API_VERSION, APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS,
+                                WORKFLOW_API_VERSION, WORKFLOW_RUNS)
 from velashard.core.install import install
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
+from velashard.kube.resources import EVENTS
 from velashard.sharding.move import set_shard
-from velashard.sharding.proof import Signer
+from velashard.sharding.proof import Signer, subject
 
 SIGNER = Signer.generate()
 
@@ -98,3 +100,29 @@ def test_a_failed_shards_dependents_are_listed_once_and_each_app_moves_with_its_
     assert kube.get(RESOURCE_TRACKERS, "a-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
     assert kube.get(RESOURCE_TRACKERS, "b-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "gone"
     assert kube.get(APPLICATIONS, "a", "default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
+
+
+def test_a_workflow_run_moves_alone_with_its_own_proof_and_a_placement_event(make_apiserver):
+    server = make_apiserver()
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test")
+    install(kube)
+    owner = {labels.APP_NAME: "r", labels.APP_NAMESPACE: "default", labels.SCHEDULED_SHARD_ID: "gone"}
+    kube.create(RESOURCE_TRACKERS, {"apiVersion": API_VERSION, "kind": "ResourceTracker", "metadata": {
+        "name": "r-default", "labels": owner}, "spec": {}})  # an app's of the same name: not the run's to move
+    run = kube.create(WORKFLOW_RUNS, {"apiVersion": WORKFLOW_API_VERSION, "kind": "WorkflowRun", "metadata": {
+        "name": "r", "namespace": "default", "labels": {labels.SCHEDULED_SHARD_ID: "gone"}},
+        "spec": {"workflowSpec": {"steps": [{"name": "wait", "type": "suspend"}]}}})
+    moved = set_shard(kube, run, "s2", "orphaned", SIGNER, lost_at="2026-01-02T03:04:05Z", resource=WORKFLOW_RUNS)
+    assert moved["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "s2"
+    proof = moved["metadata"]["annotations"][labels.ASSIGNMENT_PROOF]
+    assert SIGNER.proves("default", subject("WorkflowRun", "r"), "s2", proof)
+    assert not SIGNER.proves("default", "r", "s2", proof)  # no app's proof
+    assert kube.get(RESOURCE_TRACKERS, "r-default")["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == "gone"
+    events, _ = kube.list_all(EVENTS, "default")
+    [event] = [e for e in events if e["involvedObject"]["name"] == "r"]
+    assert event["involvedObject"]["kind"] == "WorkflowRun"
+    assert event["involvedObject"]["apiVersion"] == WORKFLOW_API_VERSION
+    assert event["reason"] == "Rescheduled"
+    assert event["metadata"]["annotations"] == {
+        labels.EVENT_FROM_SHARD: "gone", labels.EVENT_TO_SHARD: "s2", labels.EVENT_MOVE_REASON: "orphaned",
+        labels.EVENT_SHARD_LOST_AT: "2026-01-02T03:04:05Z"}

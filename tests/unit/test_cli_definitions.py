@@ -56,7 +56,11 @@ KUBEVELA_STEPS = {
     "depends-on-app", "deploy-cloud-resource", "deploy", "export-data", "export-service", "export2config",
     "export2secret", "generate-jdbc-connection", "list-config", "notification", "print-message-in-status",
     "read-config", "read-object", "request", "restart-workflow", "share-cloud-resource", "step-group", "suspend",
-    "vela-cli", "webhook"}
+    "vela-cli", "webhook",
+    # deprecated in KubeVela's sources, still installed by its chart
+    "apply-application", "apply-application-in-parallel", "apply-remaining", "deploy2env", "deploy2runtime",
+    # kubevela/workflow's, for WorkflowRuns (its vela-workflow chart installs them)
+    "read-app", "apply-app"}
 
 
 def test_def_list_and_show_the_built_in_workflow_steps(capsys):

@@ -234,8 +234,30 @@ def test_definitions_whose_cue_does_not_compile_are_refused_with_line_and_column
     message = broken_step["response"]["status"]["message"]
     assert broken_step["response"]["allowed"] is False and 'WorkflowStepDefinition "d"' in message
     assert "does not compile" in message and "line 3, column 1" in message
-    odd_package = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/query"\nx: 1\n'))
-    assert 'package "vela/query" is not supported' in odd_package["response"]["status"]["message"]
+    odd_package = validate_definition(definition_review("WorkflowStepDefinition", 'import "vela/helm"\nx: 1\n'))
+    assert 'package "vela/helm" is not supported' in odd_package["response"]["status"]["message"]
     unknown_import = validate_definition(definition_review("TraitDefinition", 'import "tool/exec"\npatch: exec.Run'))
     assert unknown_import["response"]["allowed"] is False
     assert validate_definition(definition_review("Application", "x: ("))["response"]["allowed"] is True
+
+
+def test_a_workflow_run_is_authored_placed_and_its_steps_named_as_kubevela_names_them():
+    from velashard.core.authors import AuthConfig
+    from velashard.sharding.proof import subject
+
+    review = request()
+    review["kind"] = {"group": "core.oam.dev", "version": "v1alpha1", "kind": "WorkflowRun"}
+    review["object"] = {"apiVersion": "core.oam.dev/v1alpha1", "kind": "WorkflowRun",
+                        "metadata": {"name": "a", "namespace": "n"},
+                        "spec": {"workflowSpec": {"steps": [{"type": "suspend"}, {"name": "g", "type": "step-group",
+                                                                                   "subSteps": [{"type": "x"}]}]}}}
+    ops = {p["path"]: p.get("value") for p in patch_of(mutate(review, MutationContext(
+        lambda _app: "shard-1", SIGNER, auth=AuthConfig())))}
+    assert ops["/metadata/labels/" + SHARD.replace("/", "~1")] == "shard-1"
+    proof = ops["/metadata/annotations/" + PROOF_PATH]
+    assert SIGNER.proves("n", subject("WorkflowRun", "a"), "shard-1", proof)
+    assert not SIGNER.proves("n", "a", "shard-1", proof)  # an application's proof it is not, nor the reverse
+    assert ops["/metadata/annotations/app.oam.dev~1username"] == "alice"
+    assert ops["/spec/workflowSpec/steps/0/name"] == "step-0"
+    assert ops["/spec/workflowSpec/steps/1/subSteps/0/name"] == "step-1-0"
+    assert subject("Application", "a") == subject("", "a") == "a"

@@ -48,16 +48,31 @@ def test_scope_and_reasons(tmp_path):
     assert "valueFrom" in found["old-outputs"].reason
 
 
-def test_workflow_runs_become_applications_and_copies_count_once(tmp_path):
+def test_workflow_runs_stay_runs_with_their_templates_and_copies_count_once(tmp_path):
     run = {"apiVersion": "core.oam.dev/v1alpha1", "kind": "WorkflowRun", "metadata": {"name": "run"},
            "spec": {"mode": {"steps": "DAG"}, "workflowSpec": {"steps": [{"name": "m", "type": "suspend"}]}}}
     write(tmp_path, "b/run.yaml", run)
     write(tmp_path, "c/copy.yaml", run)
-    write(tmp_path, "b/template.yaml", dict(run, metadata={"name": "ref"}, spec={"workflowRef": "t"}))
-    (ex, ref) = sorted(load(str(tmp_path), BUILTIN).examples, key=lambda e: e.source)[:2]
-    assert ex.app["kind"] == "Application" and ex.app["spec"]["workflow"]["mode"] == {"steps": "DAG"}
+    write(tmp_path, "b/ref.yaml", dict(run, metadata={"name": "ref", "namespace": "default"},
+                                       spec={"workflowRef": "t", "context": {"env": "dev"}}))
+    write(tmp_path, "b/lost.yaml", dict(run, metadata={"name": "lost"}, spec={"workflowRef": "nowhere"}))
+    write(tmp_path, "d/template.yaml", {"apiVersion": "core.oam.dev/v1alpha1", "kind": "Workflow",
+                                        "metadata": {"name": "t", "namespace": "default"},
+                                        "steps": [{"name": "send", "type": "request",
+                                                   "properties": {"url": "https://api.example.com/x"}}]})
+    found = {ex.name: ex for ex in load(str(tmp_path), BUILTIN).examples}
+    ex, ref = found["run"], found["ref"]
+    assert ex.is_run and ex.app["spec"]["mode"] == {"steps": "DAG"}
     assert ex.copies == ["c/copy.yaml#run"]
-    assert "workflowRef" in ref.reason
+    assert ref.scope == "http" and [o["kind"] for o in ref.objects] == ["Workflow"]
+    assert "nowhere" in found["lost"].reason
+    prepared, objects = prepare(ref, "ns1", END)
+    assert prepared["metadata"]["namespace"] == objects[0]["metadata"]["namespace"] == "ns1"
+    assert objects[0]["steps"][0]["properties"]["url"] == "http://127.0.0.1:9999/api.example.com/x"
+    suspended = {"suspend": True, "steps": [{"name": "m", "phase": "suspending"}]}
+    assert resumable(ex, suspended)
+    assert outcome(ex, {"status": "succeeded", "finished": True}) == (True, "")
+    assert outcome(ex, {"status": "failed", "finished": True}) == (True, "workflow run failed")
 
 
 def test_definitions_beside_an_example_make_its_step_types_known(tmp_path):
@@ -97,9 +112,9 @@ def test_markdown_blocks_and_prepared_for_loopback(tmp_path):
 
 
 def test_resumed_only_when_waiting_for_a_person():
-    spec = app("a", [{"name": "gate", "type": "suspend"}, {"name": "nap", "type": "suspend",
+    spec = Example("x#a", app("a", [{"name": "gate", "type": "suspend"}, {"name": "nap", "type": "suspend",
                                                             "properties": {"duration": "1m"}},
-                     {"name": "limit", "type": "suspend", "timeout": "5s"}])
+                     {"name": "limit", "type": "suspend", "timeout": "5s"}]))
 
     def suspended_on(step: str) -> dict:
         return {"workflow": {"suspend": True, "steps": [{"name": step, "phase": "suspending"}]}}

@@ -59,3 +59,7 @@ APP_USERNAME = "app.oam.dev/username"
 APP_GROUP = "app.oam.dev/group"
 # KubeVela's older way to name an identity; refused while authentication is on (anyone could name any account).
 APP_SERVICE_ACCOUNT = "app.oam.dev/service-account-name"
+
+# On what a WorkflowRun's steps apply (kubevela/workflow's labels): the run's name and namespace.
+WORKFLOW_RUN_NAME = "workflowrun.oam.dev/name"
+WORKFLOW_RUN_NAMESPACE = "workflowrun.oam.dev/namespace"

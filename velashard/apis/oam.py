@@ -1,4 +1,5 @@
-"""The core.oam.dev/v1beta1 kinds: resources for the client and CustomResourceDefinitions to install them."""
+"""The core.oam.dev kinds: KubeVela's (v1beta1) and kubevela/workflow's WorkflowRun and Workflow (v1alpha1),
+resources for the client and CustomResourceDefinitions to install them."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ POLICY_DEFINITIONS = Resource(GROUP, VERSION, "policydefinitions", "PolicyDefini
 WORKFLOW_STEP_DEFINITIONS = Resource(GROUP, VERSION, "workflowstepdefinitions", "WorkflowStepDefinition")
 DEFINITION_RESOURCES = {r.kind: r for r in (COMPONENT_DEFINITIONS, TRAIT_DEFINITIONS, POLICY_DEFINITIONS,
                                             WORKFLOW_STEP_DEFINITIONS)}
+# kubevela/workflow's API: a workflow run without an Application, and the template it may refer to.
+WORKFLOW_VERSION = "v1alpha1"
+WORKFLOW_API_VERSION = f"{GROUP}/{WORKFLOW_VERSION}"
+WORKFLOW_RUNS = Resource(GROUP, WORKFLOW_VERSION, "workflowruns", "WorkflowRun")
+WORKFLOWS = Resource(GROUP, WORKFLOW_VERSION, "workflows", "Workflow")
+# What the shards run, each labelled with its shard: the webhook, the scheduler and moves place both alike.
+SCHEDULED_RESOURCES = (APPLICATIONS, WORKFLOW_RUNS)
 
 _FREE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -41,6 +49,38 @@ _SUB_STEP = {"type": "object", "required": ["type"], "properties": {
     "if": {"type": "string"}, "timeout": {"type": "string"}, "inputs": _INPUTS, "outputs": _OUTPUTS, "meta": _FREE}}
 _STEP = {"type": "object", "required": ["type"], "properties": {
     **_SUB_STEP["properties"], "subSteps": {"type": "array", "items": _SUB_STEP}}}
+# kubevela/workflow's: a step may say how its sub-steps run (mode), and meta is {alias}.
+_META = {"type": "object", "properties": {"alias": _STRING}}
+_RUN_SUB_STEP = {**_SUB_STEP, "properties": {**_SUB_STEP["properties"], "meta": _META}}
+_RUN_STEP = {"type": "object", "required": ["type"], "properties": {
+    **_RUN_SUB_STEP["properties"], "mode": {"type": "string", "nullable": True},
+    "subSteps": {"type": "array", "items": _RUN_SUB_STEP}}}
+_MODE = {"type": "object", "properties": {"steps": _STRING, "subSteps": _STRING}}
+_STEP_STATUS = {"type": "object", "required": ["id"], "properties": {
+    "id": _STRING, "name": _STRING, "type": _STRING, "phase": _STRING, "message": _STRING, "reason": _STRING,
+    "firstExecuteTime": {"type": "string", "format": "date-time"},
+    "lastExecuteTime": {"type": "string", "format": "date-time"}}}
+_WORKFLOW_RUN_SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {
+        "context": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "mode": _MODE,
+        "workflowSpec": {"type": "object", "properties": {"steps": {"type": "array", "items": _RUN_STEP}}},
+        "workflowRef": _STRING}},
+    "status": {"type": "object", "required": ["finished", "mode", "status", "suspend", "terminated"], "properties": {
+        "conditions": {"type": "array", "items": {
+            "type": "object", "required": ["lastTransitionTime", "reason", "status", "type"], "properties": {
+                "lastTransitionTime": {"type": "string", "format": "date-time"}, "message": _STRING,
+                "reason": _STRING, "status": _STRING, "type": _STRING}}},
+        "contextBackend": {"type": "object", "properties": {
+            k: _STRING for k in ("apiVersion", "fieldPath", "kind", "name", "namespace", "resourceVersion", "uid")}},
+        "startTime": {"type": "string", "format": "date-time"}, "endTime": {"type": "string", "format": "date-time"},
+        "finished": {"type": "boolean"}, "message": _STRING, "mode": _MODE, "status": _STRING,
+        "suspend": {"type": "boolean"}, "suspendState": _STRING, "terminated": {"type": "boolean"},
+        "steps": {"type": "array", "items": {"type": "object", "required": ["id"], "properties": {
+            **_STEP_STATUS["properties"], "subSteps": {"type": "array", "items": _STEP_STATUS}}}}}}}}
+# A Workflow is a template: mode and steps at its top level, no spec.
+_WORKFLOW_SCHEMA = {"type": "object", "properties": {"mode": _MODE,
+                                                     "steps": {"type": "array", "items": _RUN_STEP}}}
 _APPLICATION_SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "required": ["components"], "properties": {
         "components": {"type": "array", "items": _COMPONENT},
@@ -57,9 +97,12 @@ _PRESERVED = {"type": "object", "properties": {"spec": _FREE, "status": _FREE}}
 
 
 def _crd(plural: str, kind: str, short: list[str], schema: dict[str, Any], scope: str = "Namespaced",
-         columns: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True,
-                               "subresources": {"status": {}}, "schema": {"openAPIV3Schema": schema}}
+         columns: list[dict[str, Any]] | None = None, version_name: str = VERSION,
+         status: bool = True) -> dict[str, Any]:
+    version: dict[str, Any] = {"name": version_name, "served": True, "storage": True}
+    if status:
+        version["subresources"] = {"status": {}}
+    version["schema"] = {"openAPIV3Schema": schema}
     if columns:
         version["additionalPrinterColumns"] = columns
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -97,4 +140,7 @@ CRDS: list[dict[str, Any]] = [
     _crd("workflowstepdefinitions", "WorkflowStepDefinition", ["workflowstep"], _DEFINITION_SCHEMA, columns=[
         {"name": "DESCRIPTION", "type": "string",
          "jsonPath": ".metadata.annotations.definition\\.oam\\.dev/description"}, _AGE]),
+    _crd("workflowruns", "WorkflowRun", ["wr"], _WORKFLOW_RUN_SCHEMA, version_name=WORKFLOW_VERSION, columns=[
+        {"name": "PHASE", "type": "string", "jsonPath": ".status.status"}, _AGE]),
+    _crd("workflows", "Workflow", [], _WORKFLOW_SCHEMA, version_name=WORKFLOW_VERSION, status=False),
 ]

@@ -14,12 +14,14 @@ import uuid
 from urllib.parse import urlsplit
 
 from velashard.apis import labels
+from velashard.apis.oam import APPLICATIONS, WORKFLOW_RUNS
 from velashard.apis.validation import is_valid_label_value
 from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
 from velashard.core.authors import DEFAULT_GROUP_PATTERN, DEFAULT_USER, AuthConfig, author_of
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.core.defstatus import DefinitionChecker
+from velashard.core.runcontroller import run_controller
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
@@ -301,6 +303,7 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                          args.max_workflow_failed_backoff_time,
                                                          args.max_workflow_step_error_retry_times),
                                                      egress=egress_policy(args, manager)))
+    runs = run_controller(manager, apps, apps.options)  # WorkflowRuns, beside the apps, on the same shard
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)
     if args.enable_sharding:
@@ -315,11 +318,13 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
         # Loaded (or made) once this master leads; the scheduler and the webhook sign what they assign with it.
         keys = SigningKey(client, args.namespace)
         manager.add_runnable(keys.start, keys.stop)
-        background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
-                                         args.reschedule_period, args.orphan_grace_period, args.reschedule_workers,
-                                         author=lambda app: client.acting_as(author_of(app, auth)) if auth.enabled
-                                         else client)
-        manager.add_runnable(background.start, background.stop, background.heartbeat)
+        for resource in (APPLICATIONS, WORKFLOW_RUNS) if runs is not None else (APPLICATIONS,):
+            background = BackgroundScheduler(manager, discovery, args.shard_scheduler, args.namespace, keys,
+                                             args.reschedule_period, args.orphan_grace_period,
+                                             args.reschedule_workers, author=lambda app: client.acting_as(
+                                                 author_of(app, auth)) if auth.enabled else client,
+                                             resource=resource)
+            manager.add_runnable(background.start, background.stop, background.heartbeat)
     # KubeVela serves its webhooks with --use-webhook; a sharded master serves them unless told not to.
     if args.disable_webhooks or (not args.enable_sharding and not args.use_webhook):
         return

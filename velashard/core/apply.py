@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from velashard.apis import labels
+from velashard.apis.oam import SCHEDULED_RESOURCES
 from velashard.core import ownership
 from velashard.core.context import ReconcileContext
 from velashard.core.echoes import OwnWrites
@@ -27,6 +28,8 @@ from velashard.kube.controller import Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.resources import Resource
 from velashard.observability import fields
+
+_SCHEDULED = {(r.group, r.plural) for r in SCHEDULED_RESOURCES}
 
 log = logging.getLogger("velashard.core.apply")
 
@@ -132,7 +135,9 @@ class Applier:
         if not res.namespaced:
             meta.pop("namespace", None)
         shard = (ctx.app["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
-        if shard:  # from the moment it exists, the resource is in its shard's cache (and moves with the app)
+        # from the moment it exists, the resource is in its shard's cache (and moves with the app); an Application
+        # or WorkflowRun a step applies is placed by the scheduler on a shard of its own, never named by its author
+        if shard and (res.group, res.plural) not in _SCHEDULED:
             meta["labels"] = {**(meta.get("labels") or {}), labels.SCHEDULED_SHARD_ID: shard}
         live = self.live(ctx, res, meta["name"], namespace)
         spec = ctx.app.get("spec") or {}

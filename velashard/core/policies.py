@@ -7,7 +7,8 @@ from typing import Any
 
 from velashard.core.resourcepolicies import RESOURCE_POLICY_TYPES, validate
 
-POLICY_TYPES_SUPPORTED = ("topology", "override") + RESOURCE_POLICY_TYPES
+# replication and env-binding act in the steps that name them (deploy, deploy2env), on the local cluster
+POLICY_TYPES_SUPPORTED = ("topology", "override", "replication", "env-binding") + RESOURCE_POLICY_TYPES
 
 
 def unsupported_policies(spec: dict[str, Any]) -> list[str]:

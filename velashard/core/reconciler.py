@@ -140,7 +140,8 @@ class ApplicationReconciler:
         spec = app.get("spec") or {}
         status: dict[str, Any] = copy.deepcopy(app.get("status") or {})
         conditions: list[dict[str, Any]] = []
-        now = timestamp()
+        moment = datetime.now(timezone.utc)  # one "now" for the whole pass: conditions, steps, restarts
+        now = timestamp(moment)
         used = used_definitions(spec, defs)
         digest = app_hash(spec, used)
         latest = status.get("latestRevision") or {}
@@ -178,23 +179,24 @@ class ApplicationReconciler:
             status["latestRevision"] = {"name": revision_name(ctx.name, revision), "revision": revision,
                                         "revisionHash": digest}
         run = aw.run_revision(app, revision_name(ctx.name, revision))
-        due, take_off = self.restart_requested(ctx, status)
+        due, take_off = self.restart_requested(ctx, status, moment)
         if (status.get("workflow") or {}).get("appRevision") != run or due == 0:
             # a new revision (or publishVersion), or a restart: the workflow runs anew
             for key in ("workflow", "services", "appliedResources"):
                 status.pop(key, None)
-        result = self.run_workflow(ctx, status, rendered, conditions, now, run, revision, due)
+        result = self.run_workflow(ctx, status, rendered, conditions, moment, run, revision, due)
         if take_off:
             self.take_restart_off(ctx)
         return result
 
     @staticmethod
-    def restart_requested(ctx: ReconcileContext, status: dict[str, Any]) -> tuple[float | None, bool]:
+    def restart_requested(ctx: ReconcileContext, status: dict[str, Any],
+                          moment: datetime) -> tuple[float | None, bool]:
         """(0 when app.oam.dev/restart-workflow asks for a restart now, seconds until it will, else None;
         whether to take the one-time request off the app once the restart is written)."""
         annotations = ctx.app["metadata"].get("annotations") or {}
         restart, remove, due_in = aw.restart_due(annotations.get(aw.RESTART), status.get("workflow") or {},
-                                                 datetime.now(timezone.utc))
+                                                 moment)
         return (0 if restart else due_in), remove
 
     def take_restart_off(self, ctx: ReconcileContext) -> None:
@@ -235,9 +237,10 @@ class ApplicationReconciler:
         return rendered, problems
 
     def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
-                     conditions: list[dict[str, Any]], now: str, run: str, revision: int,
+                     conditions: list[dict[str, Any]], moment: datetime, run: str, revision: int,
                      restart_in: float | None) -> Result:
         app = ctx.app
+        now = timestamp(moment)
         spec = app.get("spec") or {}
         workflow = parse_workflow(spec)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
@@ -262,7 +265,6 @@ class ApplicationReconciler:
                 raise Retry(str(problem)) from problem
             raise
         previous = status.get("workflow") or {"appRevision": run}
-        moment = datetime.now(timezone.utc)
         if workflow.default:
             result = self.workflows.deploy_all(ctx, rendered, previous, run, tracker, desired_refs, moment)
         else:

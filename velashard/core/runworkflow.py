@@ -136,25 +136,30 @@ class WorkflowRunner:
 
     def _services(self, ctx: ReconcileContext, delivery: StepDelivery,
                   deployed: dict[RefKey, Ref]) -> tuple[dict[str, tuple[bool, str]], list[dict[str, Any]]]:
-        """One entry per component and namespace the run deployed: fresh where a step applied it in this pass,
-        else by the component as written (in the app's namespace) or the live objects' own health."""
-        groups: dict[tuple[str, str], list[Ref]] = {}
+        """One entry per component and namespace the run deployed (a replicated component's copies together): fresh
+        where a step applied it in this pass, else by the component as written (with its replicaKey, in the app's
+        namespace) or the live objects' own health."""
+        groups: dict[tuple[str, str, str], list[Ref]] = {}
         for ref in deployed.values():
-            groups.setdefault((ref["component"], ref.get("namespace", "")), []).append(ref)
-        applied = {(i.component.name, i.namespace): i for i in delivery.instances}
+            groups.setdefault((ref["component"], ref.get("namespace", ""), ref.get("replicaKey", "")), []).append(ref)
+        applied = {(i.component.name, i.namespace, i.replica_key): i for i in delivery.instances}
         health: dict[str, tuple[bool, str]] = {}
-        services = []
-        for (name, namespace), refs in sorted(groups.items()):
-            instance = applied.get((name, namespace))
-            comp = instance.component if instance is not None else delivery.as_written(name)
+        entries: dict[tuple[str, str], tuple[RenderedComponent | None, tuple[bool, str] | None]] = {}
+        for (name, namespace, replica), refs in sorted(groups.items()):
+            instance = applied.get((name, namespace, replica))
+            comp = instance.component if instance is not None else delivery.as_written(name, replica)
             if instance is not None:
                 result = (instance.healthy, instance.message)
             elif comp is not None and namespace == ctx.namespace:
                 result = self.health(ctx, comp)
             else:
                 result = _objects_health(ctx, self.applier, refs)
-            health[name] = result if name not in health else (health[name][0] and result[0],
-                                                              "; ".join(m for m in (health[name][1], result[1]) if m))
+            health[name] = _combine(health.get(name), result)
+            kept, earlier = entries.get((name, namespace), (None, None))
+            entries[(name, namespace)] = (kept or comp, _combine(earlier, result))
+        services = []
+        for (name, namespace), (comp, combined) in sorted(entries.items()):
+            result = combined or (True, "")
             if comp is not None:
                 traits = {(comp.name, t): self.trait_health(ctx, comp, t) for t in comp.traits}
                 services.append(app_status.service(comp, namespace, result, traits))
@@ -162,6 +167,13 @@ class WorkflowRunner:
                 services.append({"name": name, "namespace": namespace, "cluster": "local", "healthy": result[0],
                                  "message": result[1], "traits": []})
         return health, services
+
+
+def _combine(before: tuple[bool, str] | None, result: tuple[bool, str]) -> tuple[bool, str]:
+    """Health of several parts: healthy when all are, their messages joined."""
+    if before is None:
+        return result
+    return before[0] and result[0], "; ".join(m for m in (before[1], result[1]) if m)
 
 
 def _objects_health(ctx: ReconcileContext, applier: Applier, refs: list[Ref]) -> tuple[bool, str]:

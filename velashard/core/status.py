@@ -37,7 +37,7 @@ def service(c: RenderedComponent, namespace: str, health: tuple[bool, str], trai
 
 def applied_resources(refs: list[Ref]) -> list[dict[str, Any]]:
     """status.appliedResources[] in KubeVela's shape (creator: workflow)."""
-    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait", "run")}}
+    return [{"creator": "workflow", **{k: v for k, v in ref.items() if k not in ("component", "trait", "run", "replicaKey")}}
             for ref in refs]
 
 

@@ -95,26 +95,29 @@ class StepDelivery:
                 raise DeliveryError(f'component "{name}": patch: {err}') from None
         return comp
 
-    def as_written(self, name: str) -> RenderedComponent | None:
-        """A component as a step applies it by name (apply-component), for its health; None when unknown or it
-        no longer renders."""
+    def as_written(self, name: str, replica_key: str = "") -> RenderedComponent | None:
+        """A component as a step applies it by name (apply-component), or a replication policy's copy of it, for
+        its health; None when unknown or it no longer renders."""
         component = next((c for c in (self.ctx.app.get("spec") or {}).get("components") or []
                           if c.get("name") == name), None)
         if component is None:
             return None
         try:
-            return self._render(component, None, None, "")
+            return self._render(component, None, None, replica_key)
         except DeliveryError:
             return None
 
-    def _tag(self, objects: list[dict[str, Any]]) -> dict[RefKey, Ref]:
-        return {ref_key(ref_of(o)): {**ref_of(o), "run": self.run} for o in objects}
+    def _tag(self, objects: list[dict[str, Any]], replica_key: str = "") -> dict[RefKey, Ref]:
+        """Refs tagged with the run that deploys them (and the replica they are of), for the status and garbage
+        collection once a later run succeeds without them."""
+        extra = {"run": self.run, **({"replicaKey": replica_key} if replica_key else {})}
+        return {ref_key(ref_of(o)): {**ref_of(o), **extra} for o in objects}
 
     def apply_component(self, component: dict[str, Any], namespace: str | None = None,
                         patch: dict[str, Any] | None = None, replica_key: str = "") -> ComponentResult:
         comp = self._render(component, namespace, patch, replica_key)
         self._use_kinds(comp.objects)
-        self.track(self._tag(comp.objects))
+        self.track(self._tag(comp.objects, replica_key))
         try:
             self.applier.apply_component(self.ctx, comp)
         except (Terminal, Retry) as problem:  # a step error: the engine tries again after its backoff

@@ -27,6 +27,10 @@ from typing import Any, Iterable
 from velashard.apis import labels
 
 POLICY_NAME = "velashard-shard-label-guard"
+# Applications and WorkflowRuns: both are placed on shards (velashard.apis.oam.SCHEDULED_RESOURCES).
+RESOURCE_RULES = [{"apiGroups": ["core.oam.dev"], "apiVersions": [version], "operations": ["CREATE", "UPDATE"],
+                   "resources": [plural], "scope": "Namespaced"}
+                  for version, plural in (("v1beta1", "applications"), ("v1alpha1", "workflowruns"))]
 
 
 def _str(text: str) -> str:
@@ -47,9 +51,7 @@ def policy_spec(privileged_users: Iterable[str], privileged_groups: Iterable[str
         "failurePolicy": "Fail",
         # Written out with the API server's defaults, so that re-installing finds nothing to change.
         "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
-                             "resourceRules": [{"apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
-                                                "operations": ["CREATE", "UPDATE"], "resources": ["applications"],
-                                                "scope": "Namespaced"}]},
+                             "resourceRules": RESOURCE_RULES},
         "variables": [
             {"name": "newShard", "expression": _value("object", "labels", labels.SCHEDULED_SHARD_ID)},
             {"name": "oldShard", "expression": _value("oldObject", "labels", labels.SCHEDULED_SHARD_ID)},
@@ -59,6 +61,7 @@ def policy_spec(privileged_users: Iterable[str], privileged_groups: Iterable[str
                                                f"{_str(labels.DRAIN)} in oldObject.metadata.labels"},
             {"name": "privileged", "expression": f"request.userInfo.username in {users} || "
                                                  f"request.userInfo.groups.exists(g, g in {groups})"},
+            {"name": "what", "expression": "request.kind.kind == 'WorkflowRun' ? 'workflow run' : 'application'"},
         ],
         "validations": [{
             "expression": "variables.newShard == '' || variables.newShard == variables.oldShard || "
@@ -67,7 +70,7 @@ def policy_spec(privileged_users: Iterable[str], privileged_groups: Iterable[str
             "message": f"only the controller and shard admins may set or change label {labels.SCHEDULED_SHARD_ID}",
             "messageExpression":
                 "variables.oldShard != '' ? "
-                "'user \"' + request.userInfo.username + '\" may not move application \"' + request.name + "
+                "'user \"' + request.userInfo.username + '\" may not move ' + variables.what + ' \"' + request.name + "
                 f"'\" from shard \"' + variables.oldShard + '\" to \"' + variables.newShard + '\" by changing "
                 f"label {labels.SCHEDULED_SHARD_ID}: a move must also move its revisions and trackers; a shard "
                 "admin runs `velashard reschedule ' + request.name + ' -n ' + request.namespace + ' --shard-id ' "

@@ -159,7 +159,8 @@ class AssignmentCheck:
     """The owning shard's check of its apps' proofs, with the public key from the ConfigMap the master publishes
     (a watch of that one object). Verdicts are cached per app key, so re-syncs do not verify again."""
 
-    def __init__(self, manager: Manager, namespace: str):
+    def __init__(self, manager: Manager, namespace: str, kind: str = ""):
+        self.kind = kind  # of the objects checked ("": Applications; "WorkflowRun")
         self.informer = manager.informer(CONFIGMAPS, namespace,
                                          field_selector=f"metadata.name={VERIFYING_KEY_CONFIGMAP}")
         # A deleted ConfigMap keeps the key we have: apps keep running until the master publishes it again.
@@ -195,7 +196,7 @@ class AssignmentCheck:
 
     def verdict(self, key: str, app: dict[str, Any]) -> tuple[str, Assignment]:
         """(proof.PROVEN | UNPROVEN | NO_KEY, the assignment) for a scheduled app of this shard."""
-        assignment = assignment_of(app)
+        assignment = assignment_of(app, self.kind)
         assert assignment is not None, "the shard's cache holds only apps labelled for it"
         with self._lock:
             before = self._proven.get(key)

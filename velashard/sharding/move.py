@@ -14,14 +14,14 @@ import weakref
 from typing import Any
 
 from velashard.apis import labels
-from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS
+from velashard.apis.oam import APPLICATION_REVISIONS, APPLICATIONS, RESOURCE_TRACKERS, SCHEDULED_RESOURCES
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
 from velashard.kube.events import record
 from velashard.kube.resources import Resource
 from velashard.observability import fields
-from velashard.sharding.proof import Signer
+from velashard.sharding.proof import Signer, subject
 
 log = logging.getLogger("velashard.sharding.move")
 
@@ -101,6 +101,8 @@ def _relabel_managed(client: KubeClient, app_ns: str, app_name: str, refs: list[
     for ref in refs:
         try:
             res: Resource = discovery.for_kind(ref["apiVersion"], ref["kind"])
+            if res in SCHEDULED_RESOURCES:
+                continue  # an Application (or WorkflowRun) the app applied is placed on a shard of its own
             writer.patch(res, ref["name"], _managed_label_patch(app_ns, app_name, shard),
                          ref.get("namespace") if res.namespaced else None, patch_type="json")
         except errors.NotFound:
@@ -148,8 +150,8 @@ def placement_event(previous: str | None, shard: str, reason: str, lost_at: str 
 
 
 def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, signer: Signer,
-              found: Found | None = None, writer: KubeClient | None = None, lost_at: str | None = None
-              ) -> dict[str, Any]:
+              found: Found | None = None, writer: KubeClient | None = None, lost_at: str | None = None,
+              resource: Resource = APPLICATIONS) -> dict[str, Any]:
     """Label the app's managed resources, revisions and trackers, then the app (guarded by its
     resourceVersion, and with the proof of its new assignment); returns the updated app. Any failure returns the
     dependents to the app's shard.
@@ -157,24 +159,30 @@ def set_shard(client: KubeClient, app: dict[str, Any], shard: str, reason: str, 
     `found`: the app's revisions and trackers when the caller listed them already (shard_dependents).
     `writer`: the client that relabels the managed resources, acting as the app's author (default: `client`).
     `lost_at`: when the shard an orphan leaves was first seen unavailable. A Scheduled or Rescheduled Event on the
-    app says what happened (one request, only on this path: placements at admission are the shard's to record)."""
+    app says what happened (one request, only on this path: placements at admission are the shard's to record).
+    `resource`: what is placed; a WorkflowRun has no revisions, trackers or resources carrying its shard: it moves
+    alone."""
     meta = app["metadata"]
     patch = _label_patch(shard)
     patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     patch["metadata"]["labels"][labels.DRAIN] = None
-    patch["metadata"]["annotations"] = {labels.ASSIGNMENT_PROOF: signer.sign(meta["namespace"], meta["name"], shard)}
+    patch["metadata"]["annotations"] = {labels.ASSIGNMENT_PROOF: signer.sign(
+        meta["namespace"], subject(resource.kind, meta["name"]), shard)}
+    alone = resource is not APPLICATIONS
     try:
-        _relabel_dependents(client, meta["namespace"], meta["name"], shard, found, writer)
-        updated = client.patch(APPLICATIONS, meta["name"], patch, meta["namespace"])
+        if not alone:
+            _relabel_dependents(client, meta["namespace"], meta["name"], shard, found, writer)
+        updated = client.patch(resource, meta["name"], patch, meta["namespace"])
     except errors.KubeError:
-        _roll_back(client, meta["namespace"], meta["name"], writer)
+        if not alone:
+            _roll_back(client, meta["namespace"], meta["name"], writer)
         raise
     previous = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
-    log.info("application scheduled", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}', shard=shard,
-                                                    previous=previous or "-", reason=reason))
+    log.info(f"{resource.kind.lower()} scheduled", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}',
+                                                                shard=shard, previous=previous or "-", reason=reason))
     if previous != shard:
         event, message, data = placement_event(previous, shard, reason, lost_at)
-        record(client, updated, APPLICATIONS, "Normal", event, message, "velashard-scheduler", data)
+        record(client, updated, resource, "Normal", event, message, "velashard-scheduler", data)
     return updated
 
 

@@ -32,6 +32,12 @@ def message(namespace: str, name: str, shard: str) -> bytes:
     return b"\0".join((_CONTEXT, namespace.encode(), name.encode(), shard.encode()))
 
 
+def subject(kind: str, name: str) -> str:
+    """What a proof names of an object: an Application its name; anything else the scheduler places (a WorkflowRun)
+    `kind/name`, which no object's name can be, so that a proof of one kind's assignment proves no other's."""
+    return name if kind in ("", "Application") else f"{kind}/{name}"
+
+
 def _encode(signature: bytes) -> str:
     return base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
 
@@ -110,14 +116,14 @@ class Assignment:
     proof: str  # "" when the annotation is missing
 
 
-def assignment_of(app: Mapping[str, Any]) -> Assignment | None:
-    """The app's assignment, or None when it has no shard label."""
+def assignment_of(app: Mapping[str, Any], kind: str = "") -> Assignment | None:
+    """The app's assignment (of a WorkflowRun with kind "WorkflowRun"), or None when it has no shard label."""
     meta = app.get("metadata") or {}
     shard = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
     if not shard:
         return None
-    return Assignment(meta.get("namespace") or "", meta.get("name") or "", meta.get("uid") or "", shard,
-                      (meta.get("annotations") or {}).get(labels.ASSIGNMENT_PROOF) or "")
+    return Assignment(meta.get("namespace") or "", subject(kind, meta.get("name") or ""), meta.get("uid") or "",
+                      shard, (meta.get("annotations") or {}).get(labels.ASSIGNMENT_PROOF) or "")
 
 
 def with_proof(app: dict[str, Any], signer: Signer) -> dict[str, Any]:
@@ -126,7 +132,7 @@ def with_proof(app: dict[str, Any], signer: Signer) -> dict[str, Any]:
     shard = (meta.get("labels") or {}).get(labels.SCHEDULED_SHARD_ID)
     if not shard:
         return app
-    proof = signer.sign(meta.get("namespace") or "", meta["name"], shard)
+    proof = signer.sign(meta.get("namespace") or "", subject(str(app.get("kind") or ""), meta["name"]), shard)
     return {**app, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
                                                         labels.ASSIGNMENT_PROOF: proof}}}
 

@@ -26,7 +26,7 @@ from velashard.kube.events import record, timestamp
 from velashard.kube.fence import begin_work, end_work, work_started
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.manager import Manager
-from velashard.kube.resources import NAMESPACES
+from velashard.kube.resources import NAMESPACES, Resource
 from velashard.observability import RESCHEDULE_TOTAL, SCHEDULE_TOTAL, Heartbeat, fields
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.keys import SigningKey
@@ -51,8 +51,9 @@ def orphan_selector(available: list[str]) -> str:
 class BackgroundScheduler:
     def __init__(self, manager: Manager, discovery: ShardDiscovery, strategy: str, namespace: str, keys: SigningKey,
                  period: float = 30.0, grace: float = 60.0, concurrency: int = 8, stuck_after: float = 600.0,
-                 author: Callable[[dict], KubeClient] | None = None):
+                 author: Callable[[dict], KubeClient] | None = None, resource: Resource = APPLICATIONS):
         self.manager = manager
+        self.resource = resource  # what it places: Applications, or (a second scheduler) WorkflowRuns
         self.client = manager.client
         # The client acting as an app's author, which relabels the app's managed resources when it moves.
         self.author = author or (lambda _app: self.client)
@@ -67,7 +68,7 @@ class BackgroundScheduler:
         self._wake = threading.Event()
         self._stop = threading.Event()
         wake = EventHandler(lambda _obj: self._wake.set(), lambda _old, _new: self._wake.set())
-        self.unscheduled = manager.informer(APPLICATIONS, label_selector=UNSCHEDULED)
+        self.unscheduled = manager.informer(resource, label_selector=UNSCHEDULED)
         self.unscheduled.add_handler(wake)
         self.orphans: Informer | None = None  # started once shards are known, replaced when they change
         self._gone_since: dict[str, float] = {}
@@ -78,7 +79,8 @@ class BackgroundScheduler:
         # A new leader looks for misplaced apps once: the shards may have changed while no master led, or with
         # the master itself (a chart upgrade that adds a shard to --schedulable-shards restarts the master).
         self._rebalance = strategy == "consistent-hash"
-        self.heartbeat = Heartbeat("background-scheduler", stuck_after)  # busy during a pass
+        self.name = "background-scheduler" + ("" if resource is APPLICATIONS else f"-{resource.plural}")
+        self.heartbeat = Heartbeat(self.name, stuck_after)  # busy during a pass
         discovery.on_change(self._shards_changed)
         discovery.on_members_change(self._wake.set)  # e.g. a lease expired: a suspect's apps may move now
         keys.on_ready(self._wake.set)
@@ -89,7 +91,7 @@ class BackgroundScheduler:
         self._wake.set()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="background-scheduler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.heartbeat.attach(self._thread)
         self._thread.start()
 
@@ -148,7 +150,7 @@ class BackgroundScheduler:
         selector = orphan_selector(available)
         if self.orphans is None or self.orphans.label_selector != selector:
             previous = self.orphans
-            self.orphans = self.manager.start_informer(APPLICATIONS, label_selector=selector)
+            self.orphans = self.manager.start_informer(self.resource, label_selector=selector)
             self.orphans.add_handler(EventHandler(lambda _obj: self._wake.set()))
             if previous is not None:
                 self.manager.stop_informer(previous)
@@ -159,17 +161,17 @@ class BackgroundScheduler:
         asked = 0
         namespaces: dict[str, dict | None] = {}
         for shard in available:
-            owned, _ = self.client.list_all(APPLICATIONS, label_selector=f"{labels.SCHEDULED_SHARD_ID}={shard},"
-                                                                         f"!{labels.DRAIN}")
+            owned, _ = self.client.list_all(self.resource, label_selector=f"{labels.SCHEDULED_SHARD_ID}={shard},"
+                                                                          f"!{labels.DRAIN}")
             for app, target in misplaced(owned, available, self._pins(owned, namespaces), self._placement):
                 try:
-                    self.client.patch(APPLICATIONS, app["metadata"]["name"], {"metadata": {
+                    self.client.patch(self.resource, app["metadata"]["name"], {"metadata": {
                         "labels": {labels.DRAIN: target}, "resourceVersion": app["metadata"]["resourceVersion"]}},
                         app["metadata"]["namespace"])
                     asked += 1
                 except (errors.Conflict, errors.NotFound):
                     continue
-                record(self.client, app, APPLICATIONS, "Normal", "Draining",
+                record(self.client, app, self.resource, "Normal", "Draining",
                        f"asked shard {shard} to let go, for shard {target}: rebalanced onto a new shard",
                        "velashard-scheduler", {labels.EVENT_FROM_SHARD: shard, labels.EVENT_TO_SHARD: target,
                                                labels.EVENT_MOVE_REASON: "rebalance"})
@@ -227,6 +229,8 @@ class BackgroundScheduler:
     def _orphans_dependents(self, picked: list[tuple[dict, str, str]]) -> dict[tuple[str, str], Found]:
         """The revisions and trackers of the orphans' former shards, listed once per shard, by app."""
         found: dict[tuple[str, str], Found] = {}
+        if self.resource is not APPLICATIONS:
+            return found  # a WorkflowRun moves alone
         for gone in sorted({shard_of(app) for app, _, reason in picked if reason == "orphaned"} - {None}):
             found.update(shard_dependents(self.client, gone))
         return found
@@ -246,7 +250,8 @@ class BackgroundScheduler:
         if mine is not None and not any(res is RESOURCE_TRACKERS for res, _ in mine):
             mine = None
         try:
-            set_shard(self.client, app, shard, reason, signer, mine, self.author(app), self._lost_at(app, reason))
+            set_shard(self.client, app, shard, reason, signer, mine, self.author(app),
+                      lost_at=self._lost_at(app, reason), resource=self.resource)
         except (errors.Conflict, errors.NotFound):
             SCHEDULE_TOTAL.labels(strategy=self.strategy, result="conflict").inc()
             return False  # changed meanwhile: its new version's event brings it back

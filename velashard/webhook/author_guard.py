@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from velashard.apis import labels
 from velashard.core.authors import AuthConfig, SERVICE_ACCOUNT_REFUSED
+from velashard.sharding.guard import RESOURCE_RULES
 
 POLICY_NAME = "velashard-author-guard"
 
@@ -48,9 +49,7 @@ def policy_spec(config: AuthConfig, privileged_users: Iterable[str],
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
-                             "resourceRules": [{"apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
-                                                "operations": ["CREATE", "UPDATE"], "resources": ["applications"],
-                                                "scope": "Namespaced"}]},
+                             "resourceRules": RESOURCE_RULES},
         "variables": [
             {"name": "newUser", "expression": _annotation("object", labels.APP_USERNAME)},
             {"name": "newGroup", "expression": _annotation("object", labels.APP_GROUP)},
@@ -68,6 +67,7 @@ def policy_spec(config: AuthConfig, privileged_users: Iterable[str],
                                                     "variables.wasRecorded"},
             {"name": "privileged", "expression": f"request.userInfo.username in {users} || "
                                                  f"request.userInfo.groups.exists(g, g in {groups})"},
+            {"name": "what", "expression": "request.kind.kind == 'WorkflowRun' ? 'workflow run' : 'application'"},
         ],
         "validations": [
             {"expression": f"variables.privileged || !(has(object.metadata.annotations) && "
@@ -81,17 +81,19 @@ def policy_spec(config: AuthConfig, privileged_users: Iterable[str],
                         "who writes the application",
              "messageExpression":
                  "variables.recorded && !variables.authorChanged ? "
-                 "'user \"' + request.userInfo.username + '\" may not change application \"' + request.name + "
+                 "'user \"' + request.userInfo.username + '\" may not change ' + variables.what + ' \"' + "
+                 "request.name + "
                  "'\": its recorded author is \"' + variables.newUser + '\" (groups \"' + variables.newGroup + "
                  "'\"), and only the author may change it while the admission webhook that records authors is "
                  "unreachable; try again once the controller is back' : "
                  "variables.recorded ? "
                  "'user \"' + request.userInfo.username + '\" may not record \"' + variables.newUser + "
-                 f"'\" (groups \"' + variables.newGroup + '\") as the author of application \"' + request.name + "
+                 "'\" (groups \"' + variables.newGroup + '\") as the author of ' + variables.what + ' \"' + "
+                 "request.name + "
                  f"'\": leave annotations {labels.APP_USERNAME} and {labels.APP_GROUP} out, the controller "
-                 "records who writes an application' : "
-                 "'user \"' + request.userInfo.username + '\" may not remove the recorded author of application "
-                 "\"' + request.name + '\"'",
+                 "records who writes it' : "
+                 "'user \"' + request.userInfo.username + '\" may not remove the recorded author of ' + "
+                 "variables.what + ' \"' + request.name + '\"'",
              "reason": "Forbidden"},
         ],
     }

@@ -10,7 +10,8 @@ from typing import Any, Callable
 from velashard.apis import labels
 from velashard.core.authors import SERVICE_ACCOUNT_REFUSED, AuthConfig, author_annotations
 from velashard.core.defcheck import definition_problem
-from velashard.sharding.proof import Signer
+from velashard.sharding.proof import Signer, subject
+from velashard.workflow.runs import step_names
 
 
 class ReviewError(ValueError):
@@ -62,9 +63,18 @@ def _labels(obj: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _is_application(request: dict[str, Any]) -> bool:
+def _kind(request: dict[str, Any]) -> str:
     kind = request.get("kind") or {}
-    return isinstance(kind, dict) and kind.get("group") == "core.oam.dev" and kind.get("kind") == "Application"
+    return str(kind.get("kind") or "") if isinstance(kind, dict) and kind.get("group") == "core.oam.dev" else ""
+
+
+def _is_application(request: dict[str, Any]) -> bool:
+    return _kind(request) == "Application"
+
+
+def _is_scheduled(request: dict[str, Any]) -> bool:
+    """What shards run, placed and authored alike: Applications and WorkflowRuns."""
+    return _kind(request) in ("Application", "WorkflowRun")
 
 
 def _escape(key: str) -> str:
@@ -125,8 +135,9 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
     """
     uid = request["uid"]
     obj = request.get("object")
-    if not _is_application(request) or request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+    if not _is_scheduled(request) or request.get("operation") not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
         return review_response(uid)
+    kind = _kind(request)
     patch: list[dict[str, Any]] = []
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else None
@@ -161,7 +172,8 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
         if shard:
             old_meta = old.get("metadata") if isinstance(old, dict) and isinstance(old.get("metadata"), dict) else {}
             old_annotations = old_meta.get("annotations") if isinstance(old_meta.get("annotations"), dict) else {}
-            if not ctx.signer.proves(namespace, name, shard, _text(old_annotations.get(labels.ASSIGNMENT_PROOF))):
+            if not ctx.signer.proves(namespace, subject(kind, name), shard,
+                                     _text(old_annotations.get(labels.ASSIGNMENT_PROOF))):
                 return review_response(uid, patch=patch)  # handed back by its shard: the same, for the scheduler
         picked = False
         if not shard and ctx.auto_schedule and name and ctx.pick is not None:
@@ -171,9 +183,12 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
                 patch.append({"op": "add", "path": "/metadata/labels", "value": {}})
             patch.append({"op": "add", "path": f"/metadata/labels/{_escape(labels.SCHEDULED_SHARD_ID)}",
                           "value": shard})
-            annotate(labels.ASSIGNMENT_PROOF, ctx.signer.sign(namespace, name, shard))
+            annotate(labels.ASSIGNMENT_PROOF, ctx.signer.sign(namespace, subject(kind, name), shard))
             if picked:
                 annotate(labels.ASSIGNED_BY_WEBHOOK, shard)
+    if kind == "WorkflowRun":
+        patch.extend(_run_step_names(obj))
+        return review_response(uid, patch=patch)
     steps = ((obj.get("spec") or {}).get("workflow") or {}).get("steps") if isinstance(obj.get("spec"), dict) else None
     if isinstance(steps, list):
         for i, step in enumerate(steps):
@@ -181,6 +196,14 @@ def mutate(request: dict[str, Any], ctx: MutationContext) -> dict[str, Any]:
                 patch.append({"op": "add", "path": f"/spec/workflow/steps/{i}/name",
                               "value": f'{step.get("type", "step")}-{i + 1}'})
     return review_response(uid, patch=patch)
+
+
+def _run_step_names(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """kubevela/workflow's webhook names a run's unnamed steps step-<i> and sub-steps step-<i>-<j>."""
+    spec = run.get("spec") if isinstance(run.get("spec"), dict) else {}
+    workflow = spec.get("workflowSpec") if isinstance(spec.get("workflowSpec"), dict) else {}
+    return [{"op": "add", "path": "/spec/workflowSpec/steps" + pointer, "value": name}
+            for pointer, name in step_names(workflow.get("steps"))]
 
 
 @dataclass

@@ -112,13 +112,18 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
         return {"service": {"namespace": opts.namespace, "name": opts.service_name, "path": path,
                             "port": 443}, "caBundle": bundle}
 
-    def rules(*operations: str, resources: tuple[str, ...] = ("applications",)) -> list[dict[str, Any]]:
-        return [{"operations": list(operations), "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
-                 "resources": list(resources), "scope": "Namespaced"}]
+    def rules(*operations: str, resources: tuple[str, ...] = ("applications",), runs: bool = False
+              ) -> list[dict[str, Any]]:
+        found = [{"operations": list(operations), "apiGroups": ["core.oam.dev"], "apiVersions": ["v1beta1"],
+                  "resources": list(resources), "scope": "Namespaced"}]
+        if runs:  # WorkflowRuns are authored and placed as applications are
+            found.append({**found[0], "apiVersions": ["v1alpha1"], "resources": ["workflowruns"]})
+        return found
 
     def hook(name: str, path: str, operations: tuple[str, ...], failure_policy: str,
-             resources: tuple[str, ...] = ("applications",), **extra: Any) -> dict[str, Any]:
-        return {"name": name, "clientConfig": client_config(path), "rules": rules(*operations, resources=resources),
+             resources: tuple[str, ...] = ("applications",), runs: bool = False, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "clientConfig": client_config(path),
+                "rules": rules(*operations, resources=resources, runs=runs),
                 "admissionReviewVersions": ["v1"], "sideEffects": "None", "timeoutSeconds": 5,
                 "failurePolicy": failure_policy, **extra}
 
@@ -127,15 +132,15 @@ def configurations(opts: WebhookOptions, ca_bundle: bytes) -> tuple[dict[str, An
     # spec or the author annotations (to record the author). Ignore: with the master down, writes succeed, the
     # background scheduler schedules what was missed and the author guard keeps recorded authors true.
     hooks = [hook("mutating-create.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("CREATE",), "Ignore",
-                  reinvocationPolicy="Never")]
+                  runs=True, reinvocationPolicy="Never")]
     if opts.sharding:
         hooks.append(hook("mutating.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",), "Ignore",
-                          reinvocationPolicy="Never",
+                          runs=True, reinvocationPolicy="Never",
                           objectSelector={"matchExpressions": [{"key": labels.SCHEDULED_SHARD_ID,
                                                                 "operator": "DoesNotExist"}]}))
     if opts.auth is not None and opts.auth.enabled:
         hooks.append(hook("mutating-author.core.oam.dev.v1beta1.applications", MUTATING_PATH, ("UPDATE",),
-                          "Ignore", reinvocationPolicy="Never", matchConditions=AUTHOR_MATCH_CONDITIONS))
+                          "Ignore", runs=True, reinvocationPolicy="Never", matchConditions=AUTHOR_MATCH_CONDITIONS))
     mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                 "metadata": {"name": opts.mutating_name}, "webhooks": hooks}
     # Definitions whose CUE does not compile are refused; Ignore: with the master down they are stored and

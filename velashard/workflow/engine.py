@@ -375,7 +375,7 @@ class _Pass:
             self.step_status[step.name] = {**(self.step_status.get(step.name) or {}), **status}
         self.parent = step.name
         try:
-            self.run_list(list(step.sub_steps), dag=self.workflow.mode.sub_steps == MODE_DAG)
+            self.run_list(list(step.sub_steps), dag=(step.mode or self.workflow.mode.sub_steps) == MODE_DAG)
         finally:
             self.parent = ""
         if status["phase"] == ph.SKIPPED or (status["phase"] == ph.FAILED and status.get("reason") == ph.TIMEOUT):

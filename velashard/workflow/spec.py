@@ -35,6 +35,7 @@ class StepSpec:
     inputs: tuple[Input, ...] = ()
     outputs: tuple[Output, ...] = ()
     sub_steps: tuple["StepSpec", ...] = ()
+    mode: str = ""  # a step-group's own mode for its sub-steps (kubevela/workflow's), over the workflow's
 
     @property
     def additional_name(self) -> str:
@@ -135,8 +136,11 @@ def _parse_one(step: Any, index: int, where: str, nested: bool) -> StepSpec:
     if not isinstance(subs, list):
         raise ValueError(f"{here}: subSteps must be a list")
     parsed_subs = tuple(_parse_one(s, i, f"{here} subStep", True) for i, s in enumerate(subs))
+    mode = step.get("mode") or ""
+    if mode not in ("", MODE_STEPS, MODE_DAG):
+        raise ValueError(f'{here}: mode must be {MODE_STEPS} or {MODE_DAG}, not "{mode}"')
     return StepSpec(name, stype, props, if_ or None, timeout, tuple(depends), _io(step.get("inputs"), "inputs", here),
-                    _io(step.get("outputs"), "outputs", here), parsed_subs)
+                    _io(step.get("outputs"), "outputs", here), parsed_subs, mode)
 
 
 def _mode(raw: Any) -> Mode:

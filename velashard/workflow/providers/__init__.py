@@ -7,12 +7,12 @@ import threading
 
 from velashard.cue.api import SourcePackage, compile_package
 from velashard.workflow.providers import (builtin, config, email, http, kube, metrics, multicluster, oam, op,
-                                          util)
+                                          query, util)
 from velashard.workflow.providers.base import Handler, Provider
 
 PROVIDERS: tuple[Provider, ...] = (op.PROVIDER, builtin.PROVIDER, kube.PROVIDER, util.PROVIDER, http.PROVIDER,
                                    email.PROVIDER, metrics.PROVIDER, config.PROVIDER, multicluster.PROVIDER,
-                                   oam.PROVIDER)
+                                   oam.PROVIDER, query.PROVIDER, query.LEGACY)
 _BY_NAME = {p.name: p for p in PROVIDERS}
 _COMPILED: dict[str, SourcePackage] = {}
 _LOCK = threading.Lock()

@@ -49,7 +49,7 @@ SCHEMA = '''
 		name:      string
 		namespace: string
 	}
-	$returns?: config: {...}
+	$returns: config: {...}
 }
 
 // `$returns.configs`: the configs of a template in a namespace (name, alias, description, config).
@@ -60,7 +60,7 @@ SCHEMA = '''
 		template:  string
 		namespace: string
 	}
-	$returns?: configs: [...{...}]
+	$returns: configs: [...{...}]
 }
 '''
 

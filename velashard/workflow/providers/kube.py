@@ -97,7 +97,8 @@ SCHEMA = '''
 	...
 }
 
-// Delete the object named by value, or with a filter every object of its kind that matches.
+// Delete the object named by value (in namespace "default" when it names none), or with a filter every object of
+// its kind that matches.
 #Delete: {
 	#do:       "delete"
 	#provider: "kube"
@@ -108,7 +109,9 @@ SCHEMA = '''
 			kind:       string
 			metadata: {
 				name?:     string
-				namespace: *"default" | string
+				// +usage=its namespace; "default" when none is given. Not a CUE default (KubeVela's is): a template
+				// that passes a parameter with its own default (clean-jobs' context.namespace) would have two and none
+				namespace?: string
 			}
 		}
 		filter?: {
@@ -225,14 +228,29 @@ def patch(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
     else:
         meta.pop("annotations", None)
     live.pop("status", None)
-    result = _patched(params, rt, live, rt.tags(("patch",)))
     if _is_the_app(rt, live):
-        # The app itself (restart-workflow writes its annotation) is patched as its author, never dispatched as
-        # one of its own objects: that would track it, and collect it once a later run stops patching it.
-        parts = ("metadata", "spec")
-        body = _merge_patch({k: live.get(k) for k in parts}, {k: result.get(k) for k in parts})
-        return {"result": rt.client().patch(APPLICATIONS, meta["name"], body, meta.get("namespace"))}
+        return {"result": _patch_the_app(params, rt, live)}
+    result = _patched(params, rt, live, rt.tags(("patch",)))
     return {"result": dispatch(rt, [result])[0]}
+
+
+def _patch_the_app(params: dict[str, Any], rt: Runtime, live: dict[str, Any]) -> dict[str, Any]:
+    """The app itself (restart-workflow writes its annotation) is patched as its author, never dispatched as one of
+    its own objects: that would track it, and collect it once a later run stops patching it. Its metadata and
+    spec are merged over what is live (as `kubectl annotate --overwrite` does, so a step that runs again with a
+    later value does not conflict with its own earlier write), and the reconcile goes on with the app's new
+    version, so that the status it writes next is not refused as stale."""
+    patch = params.get("patch")
+    if not isinstance(patch, dict):
+        raise ProviderError("patch must be an object")
+    body = {k: patch[k] for k in ("metadata", "spec") if isinstance(patch.get(k), dict)}
+    meta = live["metadata"]
+    written = rt.client().patch(APPLICATIONS, meta["name"], body, meta.get("namespace"))
+    own = rt.app["metadata"]
+    for key in ("resourceVersion", "annotations", "labels"):
+        if key in written["metadata"]:
+            own[key] = written["metadata"][key]
+    return written
 
 
 def _is_the_app(rt: Runtime, obj: dict[str, Any]) -> bool:
@@ -240,15 +258,6 @@ def _is_the_app(rt: Runtime, obj: dict[str, Any]) -> bool:
     own = rt.app["metadata"]
     return (api_version.split("/")[0], kind, name, namespace) == (APPLICATIONS.group, APPLICATIONS.kind,
                                                                    own.get("name"), own.get("namespace"))
-
-
-def _merge_patch(before: Any, after: Any) -> Any:
-    """The JSON merge patch (RFC 7386) that turns `before` into `after`."""
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        return after
-    patch = {k: None for k in before if k not in after}
-    patch.update({k: _merge_patch(before.get(k), v) for k, v in after.items() if before.get(k) != v})
-    return patch
 
 
 def list_objects(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:

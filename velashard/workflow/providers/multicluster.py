@@ -39,6 +39,9 @@ SCHEMA = '''
 	}]
 }
 
+// KubeVela's vela/multicluster package spells it so (a replace of "op" gone too far): the same action.
+#GetPlacementsFromTmulticlusterologyPolicies: #GetPlacementsFromTopologyPolicies
+
 // `$returns.outputs.clusters`: the clusters there are (here: local).
 #ListClusters: {
 	#provider: "multicluster"
@@ -138,24 +141,29 @@ def override_components(components: list[dict[str, Any]], policies: list[dict[st
 
 
 def replicate(components: list[dict[str, Any]], policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Replication policies: each selected component once per key, with that replicaKey."""
-    out = components
+    """Replication policies, as KubeVela applies them: the components a policy selects are deployed once per key
+    (each copy with that replicaKey, which its templates read as context.replicaKey) instead of once; the copies
+    come after the components no policy replicates."""
+    replaced: set[str] = set()
+    copies: list[dict[str, Any]] = []
+    found = False
     for policy in policies:
         if policy.get("type") != "replication":
             continue
-        spec = policy.get("properties") or {}
-        keys, selector = list(spec.get("keys") or []), spec.get("selector")
-        if not keys:
-            raise ProviderError(f"replication policy {policy.get('name')} needs keys")
-        chosen = set(selector) if selector is not None else {c.get("name") for c in out}
-        replicated = []
-        for comp in out:
-            if comp.get("name") in chosen:
-                replicated.extend({**comp, "replicaKey": key} for key in keys)
-            else:
-                replicated.append(comp)
-        out = replicated
-    return out
+        found = True
+        spec = policy.get("properties")
+        if not isinstance(spec, dict):
+            continue
+        keys = [str(k) for k in spec.get("keys") or []]
+        selected = [c for c in components if c.get("name") in set(spec.get("selector") or [])]
+        if not selected:
+            raise ProviderError(f"failed to apply replicate policy {policy.get('name')}: no component selected to "
+                                "replicate")
+        copies.extend({**copy.deepcopy(c), "replicaKey": key} for c in selected for key in keys)
+        replaced.update(c["name"] for c in selected)
+    if not found:
+        return components
+    return [c for c in components if c.get("name") not in replaced] + copies
 
 
 def deploy(params: dict[str, Any], rt: Runtime) -> None:
@@ -204,6 +212,42 @@ def _apply_in_order(rt: Runtime, components: list[dict[str, Any]], namespace: st
     return waiting
 
 
+def env_binding(policies: list[dict[str, Any]], policy: str, env: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """KubeVela's env-binding policy, one environment of it: (its config, its placement {cluster, namespace}).
+    The policy named, or the first env-binding policy; the placement's cluster must be the local one."""
+    found = [p for p in policies if p.get("type") == "env-binding" and (not policy or p.get("name") == policy)]
+    if not found:
+        raise ProviderError(f"env-binding policy {policy} not found" if policy else "no env-binding policy found")
+    spec = found[0].get("properties") if isinstance(found[0].get("properties"), dict) else {}
+    config = next((e for e in spec.get("envs") or [] if isinstance(e, dict) and e.get("name") == env), None)
+    if config is None:
+        raise ProviderError(f'env {env} not found in env-binding policy {found[0].get("name")}')
+    placement = config.get("placement") if isinstance(config.get("placement"), dict) else {}
+    clusters = placement.get("clusterSelector") if isinstance(placement.get("clusterSelector"), dict) else {}
+    namespaces = placement.get("namespaceSelector") if isinstance(placement.get("namespaceSelector"), dict) else {}
+    if clusters.get("labels") or namespaces.get("labels"):
+        raise ProviderError(f"invalid env {env}: selecting clusters or namespaces by label is not supported")
+    cluster = clusters.get("name") or "local"
+    if cluster not in LOCAL_CLUSTERS:
+        raise ProviderError(f'env {env}: cluster "{cluster}" is not supported (only the local cluster)')
+    return config, {"cluster": "local", "namespace": str(namespaces.get("name") or "")}
+
+
+def apply_env_bind_app(params: dict[str, Any], rt: Runtime) -> None:
+    """deploy2env: the environment's patch and selector act as an override policy would, then its components are
+    deployed into its namespace, each once what it depends on is healthy."""
+    delivery = rt.components()
+    config, where = env_binding(delivery.policies(), str(params.get("policy") or ""), str(params.get("env") or ""))
+    patch = config.get("patch") if isinstance(config.get("patch"), dict) else {}
+    selector = config.get("selector") if isinstance(config.get("selector"), dict) else {}
+    override = {"name": f'env-{params.get("env")}', "type": "override",
+                "properties": {"components": patch.get("components") or [],
+                               **({"selector": selector["components"]} if "components" in selector else {})}}
+    waiting = _apply_in_order(rt, override_components(delivery.components(), [override]), where["namespace"] or None)
+    if waiting:
+        rt.action.wait_for("; ".join(waiting))
+
+
 def get_placements(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
     policies = select_policies(rt.components().policies(), list(params.get("policies") or []))
     return {"placements": placements(policies)}
@@ -213,5 +257,6 @@ def list_clusters(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
     return {"outputs": {"clusters": ["local"]}}
 
 
-HANDLERS = {"deploy": deploy, "get-placements-from-topology-policies": get_placements, "list-clusters": list_clusters}
+HANDLERS = {"deploy": deploy, "get-placements-from-topology-policies": get_placements, "list-clusters": list_clusters,
+            "apply-env-bind-app": apply_env_bind_app}
 PROVIDER = Provider("vela/multicluster", "multicluster", SCHEMA, HANDLERS)

@@ -25,7 +25,7 @@ SCHEMA = '''
 		value: {...}
 		patch?: {...}
 	}
-	$returns?: {
+	$returns: {
 		output?: {...}
 		outputs?: {...}
 	}
@@ -43,7 +43,7 @@ SCHEMA = '''
 		value: {...}
 		patch?: {...}
 	}
-	$returns?: {
+	$returns: {
 		output?: {...}
 		outputs?: {...}
 	}
@@ -55,7 +55,7 @@ SCHEMA = '''
 	#provider: "oam"
 	#do:       "load"
 	$params: app?: string
-	$returns?: value?: {...}
+	$returns: value?: {...}
 	...
 }
 
@@ -64,7 +64,7 @@ SCHEMA = '''
 	#provider: "oam"
 	#do:       "load-comps-in-order"
 	$params: app?: string
-	$returns?: value?: [...{...}]
+	$returns: value?: [...{...}]
 	...
 }
 
@@ -73,7 +73,7 @@ SCHEMA = '''
 	#provider: "oam"
 	#do:       "load-policies"
 	$params: app?: string
-	$returns?: value?: {...}
+	$returns: value?: {...}
 	...
 }
 

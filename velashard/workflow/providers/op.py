@@ -67,7 +67,9 @@ SCHEMA = '''
 		kind:       string
 		metadata: {
 			name?:     string
-			namespace: *"default" | string
+			// +usage=its namespace; "default" when none is given. Not a CUE default (KubeVela's is): a template
+			// that passes a parameter with its own default (clean-jobs' context.namespace) would have two and none
+			namespace?: string
 		}
 	}
 	filter?: {
@@ -339,6 +341,18 @@ SCHEMA = '''
 	parallelism:              int
 	ignoreTerraformComponent: bool
 	inlinePolicies: *[] | [...{...}]
+}
+// Deploy the components to one environment of an env-binding policy (deploy2env): patched and selected as the
+// environment says, into its namespace (the local cluster only); the step waits until they are healthy.
+#ApplyEnvBindApp: {
+	#provider: "op"
+	#do:       "apply-env-bind-app"
+	env:       string
+	policy:    string
+	app:       string
+	namespace: string
+	parallel:  bool
+	...
 }
 #GetPlacementsFromTopologyPolicies: {
 	#provider: "op"

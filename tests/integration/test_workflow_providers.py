@@ -130,8 +130,14 @@ def test_a_failing_request_fails_its_step_and_an_unreachable_one_is_retried(clus
     closed.stop()  # a port nobody listens on
     kube.create(APPLICATIONS, application("unreachable", ns, [
         {"name": "ask", "type": "call-url", "properties": {"url": closed.url("/x")}}]))
-    step = eventually(lambda: (steps_of(kube.get(APPLICATIONS, "unreachable", ns).get("status") or {
-        "workflow": {"steps": []}}) or {}).get("ask"), timeout=20)
+
+    def failed_once() -> dict | None:
+        step = (steps_of(kube.get(APPLICATIONS, "unreachable", ns).get("status") or {
+            "workflow": {"steps": []}}) or {}).get("ask")
+        # the call runs apart from the reconcile workers: the step waits for it ("running", Wait) first
+        return step if step and step["phase"] != "running" else None
+
+    step = eventually(failed_once, timeout=30)
     assert (step["phase"], step["reason"]) == ("failed", "Execute")  # retried, with backoff
     assert step["message"].startswith('step "ask": action call (http.do): GET http://127.0.0.1:')
     assert "refused" in step["message"].lower()

@@ -49,7 +49,8 @@ def test_the_parts_cannot_be_shifted_into_one_another():
 
 
 @pytest.mark.parametrize("proof", ["", "forged", "!!!", "a" * 86, SIGNER.sign("apps", "web", "shard-1")[:-2],
-                                   SIGNER.sign("apps", "web", "shard-1") + "AA"])
+                                   SIGNER.sign("apps", "web", "shard-1") + "AA"],
+                         ids=["empty", "word", "not-base64", "unsigned", "truncated", "extended"])  # the key is random
 def test_malformed_proofs_are_invalid_not_errors(proof):
     assert not verify(SIGNER.public_key, "apps", "web", "shard-1", proof)
 

@@ -19,7 +19,7 @@ import sys
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", default=".velashard")
-    parser.add_argument("--shard", help="part of the pod name to pick (default: any non-master shard)")
+    parser.add_argument("--shard", help="the shard id whose process to kill, e.g. shard-0 (default: any slave shard)")
     parser.add_argument("--signal", default="KILL", choices=["KILL", "TERM", "INT"])
     args = parser.parse_args()
     try:
@@ -28,9 +28,10 @@ def main() -> int:
     except OSError as err:
         print(f"cannot read {args.dir}/processes.json ({err.strerror}); is velashard dev running?", file=sys.stderr)
         return 2
-    # Pod names start with their Deployment's name: the addon's shards are velashard-shard-<i>-...
-    candidates = [p for p in processes if p.get("pid") and (
-        args.shard in p["name"] if args.shard else "-shard-" in p["name"])]
+    # Pod names start with their Deployment's name: the addon's shards are velashard-shard-<i>-<hash>-<n>. The id
+    # is matched between dashes: the master's pod, velashard-<hash>-<n>, holds "shard-0" when its hash starts with 0.
+    wanted = f"-{args.shard}-" if args.shard else "-shard-"
+    candidates = [p for p in processes if p.get("pid") and wanted in p["name"]]
     if not candidates:
         print("no shard process to kill", file=sys.stderr)
         return 2

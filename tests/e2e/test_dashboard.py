@@ -291,21 +291,13 @@ def test_a_killed_shard_is_an_episode_with_its_apps_moved(dev, browser, shots):
                 if (e["metadata"].get("annotations") or {}).get(labels.EVENT_FROM_SHARD) == "shard-0"]
     on_shard_0 = sum((a["metadata"].get("labels") or {}).get(labels.SCHEDULED_SHARD_ID) == "shard-0"
                      for a in dev.kube.list(APPLICATIONS)["items"])
-    # The kubelet restarts the killed process after 5 s: a shard back before every app moved keeps the rest (a
-    # restart is not a failure), so the episode is about the apps that did move, once no more move.
-    events = eventually(moved, timeout=60, interval=0.2)
-    while True:
-        time.sleep(3)
-        again = moved()
-        if len(again) == len(events):
-            break
-        events = again
-    last_move = time.monotonic() - 3
-    assert 1 <= len(events) <= on_shard_0
+    events = eventually(lambda: (lambda found: found if len(found) == on_shard_0 else None)(moved()), timeout=60,
+                        interval=0.2)
+    last_move = time.monotonic()
     assert {e["metadata"]["annotations"][labels.EVENT_MOVE_REASON] for e in events} == {"orphaned"}
     # The page it was on shows the episode without a reload, within 10 s of the move
     episode = page.locator("article.episode[data-shard=shard-0]")
-    eventually(lambda: episode.count() == 1 and f"{len(events)} app{'' if len(events) == 1 else 's'} moved to shard-1"
+    eventually(lambda: episode.count() == 1 and f"{on_shard_0} app{'' if on_shard_0 == 1 else 's'} moved to shard-1"
                in episode.inner_text(),
                timeout=10, interval=0.1)
     assert time.monotonic() - last_move <= 10

@@ -6,9 +6,11 @@ so the informer meets the same broken sockets and refused reconnects as behind a
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
+import weakref
 from typing import Any, Iterator
 
 import pytest
@@ -17,6 +19,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.resources import CONFIGMAPS
+from velashard.kube.store import Store
 from tests.integration.helpers import eventually
 
 
@@ -277,3 +280,48 @@ def test_transform_drops_managed_fields_and_last_applied(apiserver, namespace, i
     assert cached["metadata"]["annotations"] == {"keep": "me"}
     assert "managedFields" not in cached["metadata"]
     assert informer.store.list() == [cached]
+
+
+class _Tracked(dict):
+    """A decoded object whose lifetime a weak reference can follow (a plain dict cannot be referenced weakly)."""
+
+
+def test_a_packed_cache_lists_page_by_page_never_holding_every_object_decoded(apiserver, namespace, informers):
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="test")
+    for i in range(1100):  # three pages of 500
+        kube.create(CONFIGMAPS, cm(f"m{i:04d}", namespace))
+    alive: list[weakref.ref] = []
+    most_alive = 0
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any]:
+        nonlocal most_alive
+        gc.collect(0)
+        most_alive = max(most_alive, sum(ref() is not None for ref in alive))
+        tracked = _Tracked(obj)
+        alive.append(weakref.ref(tracked))
+        return tracked
+
+    added: list[str] = []
+    informer = Informer(kube, CONFIGMAPS, namespace, transform=transform, packed=True)
+    informer.add_handler(EventHandler(on_add=lambda o: added.append(o["metadata"]["name"])))
+    informers.append(informer.start())
+    assert informer.wait_for_sync(60)
+    assert len(added) == 1100 and len(informer.store) == 1100
+    # Each object is packed as it comes; the old list held all 1,100 decoded before storing any.
+    assert most_alive <= 1
+
+
+def test_a_relist_keeps_the_old_content_readable_until_the_new_one_is_complete():
+    store = Store(packed=True)
+    store.replace([cm("a", "ns"), cm("b", "ns")])
+    seen_during: list[set[str]] = []
+
+    def listed() -> Iterator[dict[str, Any]]:
+        for name in ("b", "c"):
+            seen_during.append({o["metadata"]["name"] for o in store.each()})
+            yield cm(name, "ns")
+
+    previous = store.replace(listed())
+    assert seen_during == [{"a", "b"}, {"a", "b"}]
+    assert {o["metadata"]["name"] for o in store.list()} == {"b", "c"}
+    assert sorted(previous) == ["ns/a", "ns/b"] and previous["ns/a"]["metadata"]["name"] == "a"

@@ -299,6 +299,19 @@ class KubeClient:
             "labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit,
             "continue": continue_token, "resourceVersion": resource_version})
 
+    def list_pages(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
+                   field_selector: str | None = None, page_size: int = 500) -> Iterator[tuple[list[dict[str, Any]], str]]:
+        """Each page of a list as it arrives: (its items, the first page's resourceVersion)."""
+        token: str | None = None
+        rv = ""
+        while True:
+            page = self.list(res, namespace, label_selector, field_selector, page_size, token)
+            rv = rv or page["metadata"].get("resourceVersion", "")
+            yield page.get("items") or [], rv
+            token = page["metadata"].get("continue")
+            if not token:
+                return
+
     def list_all(self, res: Resource, namespace: str | None = None, label_selector: str | None = None,
                  field_selector: str | None = None, page_size: int = 500,
                  transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -308,16 +321,10 @@ class KubeClient:
         `transform` is applied page by page, so that only one page of untransformed objects is ever held.
         """
         items: list[dict[str, Any]] = []
-        token: str | None = None
         rv = ""
-        while True:
-            page = self.list(res, namespace, label_selector, field_selector, page_size, token)
-            rv = rv or page["metadata"].get("resourceVersion", "")
-            page_items = page.get("items") or []
+        for page_items, rv in self.list_pages(res, namespace, label_selector, field_selector, page_size):
             items.extend(map(transform, page_items) if transform else page_items)
-            token = page["metadata"].get("continue")
-            if not token:
-                return items, rv
+        return items, rv
 
     def create(self, res: Resource, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         ns = namespace or (obj.get("metadata") or {}).get("namespace")

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from velashard.kube import errors
 from velashard.apis.labels import KUBECTL_LAST_APPLIED
@@ -117,7 +117,7 @@ class Informer:
         with self._dispatch_lock:  # no event may slip between the replay and the first live event
             self._handlers.append(handler)
             if self._synced.is_set() and handler.on_add:
-                for obj in self.store.list():
+                for obj in self.store.each():
                     self._call(handler.on_add, obj)
 
     def has_synced(self) -> bool:
@@ -160,7 +160,7 @@ class Informer:
     def replay(self) -> None:
         """Hand every cached object to the handlers as an update, so controllers look at all of them again."""
         with self._dispatch_lock:
-            for obj in self.store.list():
+            for obj in self.store.each():
                 self._dispatch("update", obj, obj)
 
     # --- the loop --------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ class Informer:
         while not self._stop.wait(self.resync_period):
             if self._synced.is_set():
                 with self._dispatch_lock:
-                    for obj in self.store.list():
+                    for obj in self.store.each():
                         self._dispatch("update", obj, obj)
 
     def _run(self) -> None:
@@ -208,22 +208,38 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
-        objects, rv = self.client.list_all(self.resource, self.namespace, self.label_selector, self.field_selector,
-                                           transform=self._transform)
-        previous = self.store.replace(objects)
+        versions: dict[str, str | None] = {}  # key -> resourceVersion of what the list returned
+        rv = ""
+
+        def listed() -> Iterator[Obj]:
+            nonlocal rv
+            for page, rv in self.client.list_pages(self.resource, self.namespace, self.label_selector,
+                                                   self.field_selector):
+                for obj in page:
+                    obj = self._transform(obj)
+                    versions[object_key(obj)] = obj["metadata"].get("resourceVersion")
+                    yield obj
+
+        # Objects go into the store page by page (a packed store packs each as it comes) and are handed to
+        # the handlers from there, one at a time: a list of every app is never held decoded at once.
+        previous = self.store.replace(listed())
         self.resource_missing = False
         self._rv = rv
         self.relists += 1
-        INFORMER_OBJECTS.labels(resource=self.name).set(len(objects))
-        current = {object_key(o): o for o in objects}
-        for key, old in previous.items():
-            if key not in current:
-                self._dispatch("delete", old)
-        for key, obj in current.items():
+        INFORMER_OBJECTS.labels(resource=self.name).set(len(versions))
+        for key in previous:
+            if key not in versions:
+                self._dispatch("delete", previous[key])
+        for key, version in versions.items():
             old = previous.get(key)
+            if old is not None and old["metadata"].get("resourceVersion") == version:
+                continue
+            obj = self.store.get(key)
+            if obj is None:  # a watch is not running yet: nothing else writes the store while it lists
+                continue
             if old is None:
                 self._dispatch("add", obj)
-            elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+            else:
                 self._dispatch("update", obj, old)
         self._synced.set()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from velashard.kube.packing import Packer
 
@@ -28,6 +28,29 @@ def label_index(key: str) -> IndexFunc:
         value = (obj["metadata"].get("labels") or {}).get(key)
         return [value] if value is not None else []
     return index
+
+
+def _index_into(indices: dict[str, dict[str, set[str]]], indexers: dict[str, IndexFunc], key: str,
+                obj: dict[str, Any]) -> None:
+    for name, func in indexers.items():
+        for value in func(obj):
+            indices[name].setdefault(value, set()).add(key)
+
+
+class _Unpacked(Mapping[str, dict[str, Any]]):
+    """A packed store's former content, each object decoded when it is read."""
+
+    def __init__(self, entries: dict[str, bytes], packer: Packer):
+        self._entries, self._packer = entries, packer
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return self._packer.unpack(self._entries[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class Store:
@@ -73,9 +96,7 @@ class Store:
                         del self._indices[name][value]
 
     def _index(self, key: str, obj: dict[str, Any]) -> None:
-        for name, func in self._indexers.items():
-            for value in func(obj):
-                self._indices[name].setdefault(value, set()).add(key)
+        _index_into(self._indices, self._indexers, key, obj)
 
     def upsert(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store `obj`; returns the previous version, if any."""
@@ -99,17 +120,30 @@ class Store:
                 self._unindex(key, old)
             return old
 
-    def replace(self, objects: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Replace the whole content (after a relist); returns the previous content by key."""
+    def replace(self, objects: Iterable[dict[str, Any]]) -> Mapping[str, dict[str, Any]]:
+        """Replace the whole content (after a relist); returns the previous content by key.
+
+        `objects` may be a generator reading pages from the API server: the new content is built outside the
+        lock (readers see the old content until it is complete) and a packed store packs each object as it
+        comes, so a list of 40,000 apps never holds them all decoded. The previous content is decoded one
+        object at a time, when asked for.
+        """
         with self._lock:
-            previous = self._items
-            self._items = {}
-            self._indices = {name: {} for name in self._indexers}
-            for obj in objects:
-                key = object_key(obj)
-                self._items[key] = self._in(obj)
-                self._index(key, obj)
-            return {key: self._out(entry) for key, entry in previous.items()}
+            indexers = dict(self._indexers)
+        items: dict[str, Any] = {}
+        indices: dict[str, dict[str, set[str]]] = {name: {} for name in indexers}
+        for obj in objects:
+            key = object_key(obj)
+            items[key] = self._in(obj)
+            _index_into(indices, indexers, key, obj)
+        with self._lock:
+            for name, func in self._indexers.items():  # an index added while the list ran
+                if name not in indices:
+                    indices[name] = {}
+                    for key, entry in items.items():
+                        _index_into(indices, {name: func}, key, self._out(entry))
+            previous, self._items, self._indices = self._items, items, indices
+        return previous if self._packer is None else _Unpacked(previous, self._packer)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -127,6 +161,12 @@ class Store:
         with self._lock:
             entries = list(self._items.values())
         return entries if self._packer is None else [self._out(e) for e in entries]
+
+    def each(self) -> Iterator[dict[str, Any]]:
+        """Every object, decoded one at a time (a packed store never holds them all decoded at once)."""
+        with self._lock:
+            entries = list(self._items.values())
+        return iter(entries) if self._packer is None else map(self._out, entries)
 
     def keys(self) -> list[str]:
         with self._lock:

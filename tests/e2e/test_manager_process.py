@@ -99,10 +99,11 @@ def test_leadership_moves_between_two_processes(apiserver, api_client, namespace
         killed = time.monotonic()
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "second", timeout=15,
+        eventually(lambda: lease_holder(api_client, namespace, "velashard-shard-x") == "second", timeout=30,
                    interval=0.1)
-        # The first's lease duration + retry period, and slack for a busy machine: not a longer wait than that.
-        assert time.monotonic() - killed <= 3 + 0.5 + 6.0
+        # By the first's lease duration (3 s) + retry period, with slack for a busy machine (12.9 s was seen at
+        # load 17), and before the 15 s a standby would wait if it went by its own lease duration instead.
+        assert time.monotonic() - killed < 14.5
         # A graceful stop releases the lease at once.
         third = start_manager(apiserver.kubeconfig, *common, "--leader-election-identity", "third")
         try:

@@ -161,12 +161,12 @@ def controller_cluster(tmp_path_factory: pytest.TempPathFactory, *, workflow_run
                        trust_authorless: bool = True, author_rules: tuple[dict, ...] = (),
                        **options: Any) -> Iterator[tuple[APIServer, KubeClient]]:
     """A module's cluster: the embedded API server with simulated workloads, velashard installed with the workflow
-    steps the catalog lacks, and a master's Manager running the Application controller (and, with
-    `workflow_runs`, the WorkflowRun controller beside it) on a thread; yields (server, client) and stops both
-    after. `author_rules`: a Role of them bound to AUTHOR in the namespace "authored" (created with
-    "elsewhere", where AUTHOR may do nothing). `options`: the controllers' Options
-    beyond the tests' defaults (4 workers, state-keep every second, waiting steps looked at twice a second).
-    A module-scoped fixture is `yield from controller_cluster(tmp_path_factory, ...)`."""
+    steps the catalog lacks, and a master's Manager running the Application controller (and, with `workflow_runs`,
+    the WorkflowRun controller beside it) on a thread; yields (server, client) and stops both after.
+    `trust_authorless`: the default user may do anything (trust_authorless_apps). `author_rules`: a Role of them
+    bound to AUTHOR in the namespace "authored" (created with "elsewhere", where AUTHOR may do nothing).
+    `options`: the controllers' Options beyond the tests' defaults (4 workers, state-keep every second, waiting
+    steps looked at twice a second). A module-scoped fixture is `yield from controller_cluster(tmp_path_factory)`."""
     server = APIServer(port=0, simulate_workloads=True).start()
     server.write_kubeconfig(str(tmp_path_factory.mktemp("cluster") / "kubeconfig"))
     kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
@@ -195,6 +195,13 @@ def controller_cluster(tmp_path_factory: pytest.TempPathFactory, *, workflow_run
     stop.set()
     thread.join(15)
     server.stop()
+
+
+def namespace_for_test(kube: KubeClient, request: pytest.FixtureRequest, prefix: str) -> str:
+    """A namespace of its own for the test asking (`prefix` and the test's name), created."""
+    name = prefix + request.node.name.replace("_", "-")[5:40].strip("-")
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
 
 
 def admission_review() -> bytes:

@@ -10,9 +10,9 @@ from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, POLICY_DEFI
                                 SYSTEM_NAMESPACE)
 from velashard.core.install import install
 from velashard.kube import errors
-from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
+from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, SERVICES
 from velashard.workflow import operations
-from tests.integration.helpers import controller_cluster, eventually, update_latest
+from tests.integration.helpers import controller_cluster, eventually, namespace_for_test, update_latest
 
 
 @pytest.fixture(scope="module")
@@ -22,10 +22,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "app-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "app-")
 
 
 def application(name: str, ns: str, components: list[dict], **spec) -> dict:

@@ -15,7 +15,7 @@ from velashard.workflow.egress import EgressPolicy, parse_allowed
 from velashard.kube import errors
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
 from velashard.workflow.store import context_name
-from tests.integration.helpers import controller_cluster, eventually
+from tests.integration.helpers import controller_cluster, eventually, namespace_for_test
 from tests.integration.loopback import HTTPServer, SMTPServer, json_answer, make_client_cert, prometheus
 
 
@@ -27,10 +27,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "wf-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "wf-")
 
 
 def application(name: str, ns: str, steps: list[dict], components: list[dict] | None = None, **spec) -> dict:

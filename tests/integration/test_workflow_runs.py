@@ -13,8 +13,8 @@ import pytest
 from velashard.apis import labels
 from velashard.apis.oam import WORKFLOW_RUNS, WORKFLOWS
 from velashard.kube import errors
-from velashard.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES
-from tests.integration.helpers import AUTHOR, CONFIGMAP_RULES, controller_cluster, eventually
+from velashard.kube.resources import CONFIGMAPS, EVENTS
+from tests.integration.helpers import AUTHOR, CONFIGMAP_RULES, controller_cluster, eventually, namespace_for_test
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
@@ -23,10 +23,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "wr-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "wr-")
 
 
 def workflow_run(name: str, ns: str, steps: list[dict] | None = None, **spec) -> dict:

@@ -22,7 +22,6 @@ setup(
         "prometheus_client>=0.20",
         "PyYAML>=6",
         "cel-expr-python>=0.1.3",
-        "Jinja2>=3.1",
         "urllib3>=2",
         # RE2 (linear-time matching, the syntax CUE specifies) for CUE's =~, !~ and regexp builtins; tested with
         # 1.1.20251105 (wheels for CPython 3.11 on x86_64 and aarch64)

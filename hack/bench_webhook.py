@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -67,6 +68,27 @@ def bench_handler(n: int = 5000) -> dict:
             "flask_ms_p99": round(percentile(flask, 0.99), 3)}
 
 
+def paced(total: int, interval: float, threads: int, connect: Callable[[], Any],
+          call: Callable[[Any, int], None]) -> None:
+    """`call(connection, i)` for each i below `total`, call i at `i * interval` after a common start: `threads`
+    threads take turns (thread t makes calls t, t + threads, ...), each over what `connect()` gave it."""
+    start = time.perf_counter() + 0.2
+
+    def worker(indices: range) -> None:
+        connection = connect()
+        for i in indices:
+            delay = start + i * interval - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            call(connection, i)
+
+    workers = [threading.Thread(target=worker, args=(range(t, total, threads),)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+
 def paced_creates(server: Server, namespaces: tuple[str, ...], count: int, rate: float,
                   threads: int = 4) -> dict[str, list[float]]:
     """`count` creates into each namespace, taking turns (create i goes to namespaces[i % len]), each namespace at
@@ -75,35 +97,50 @@ def paced_creates(server: Server, namespaces: tuple[str, ...], count: int, rate:
     latencies: dict[str, list[float]] = {ns: [] for ns in namespaces}
     failed: list[tuple[str, int]] = []
     lock = threading.Lock()
-    start = time.perf_counter() + 0.2
-    total, interval = count * len(namespaces), 1.0 / (rate * len(namespaces))
+    total = count * len(namespaces)
 
-    def worker(indices: range) -> None:
-        conn = http.client.HTTPConnection(server.host, server.port)
-        for i in indices:
-            namespace = namespaces[i % len(namespaces)]
-            delay = start + i * interval - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            t0 = time.perf_counter()
-            code, _ = request(conn, server.token, "POST",
-                              f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications", {
-                                  "apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
-                                  "metadata": {"generateName": "a-"}, "spec": {"components": [
-                                      {"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
-            with lock:
-                latencies[namespace].append((time.perf_counter() - t0) * 1000)
-                if code != 201:
-                    failed.append((namespace, code))
+    def create(conn: http.client.HTTPConnection, i: int) -> None:
+        namespace = namespaces[i % len(namespaces)]
+        t0 = time.perf_counter()
+        code, _ = request(conn, server.token, "POST",
+                          f"/apis/core.oam.dev/v1beta1/namespaces/{namespace}/applications", {
+                              "apiVersion": "core.oam.dev/v1beta1", "kind": "Application",
+                              "metadata": {"generateName": "a-"}, "spec": {"components": [
+                                  {"name": "c", "type": "worker", "properties": {"image": "x"}}]}})
+        with lock:
+            latencies[namespace].append((time.perf_counter() - t0) * 1000)
+            if code != 201:
+                failed.append((namespace, code))
 
-    workers = [threading.Thread(target=worker, args=(range(t, total, threads),)) for t in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    paced(total, 1.0 / (rate * len(namespaces)), threads,
+          lambda: http.client.HTTPConnection(server.host, server.port), create)
     if failed:  # a refused create is quick, and would be timed as a fast one
         raise SystemExit(f"{len(failed)} of {total} creates failed, e.g. HTTP {failed[0][1]} in namespace {failed[0][0]}")
     return latencies
+
+
+def start_webhooks(server: Server, workdir: str, workers: list[str]) -> tuple[str, Any, dict[str, int],
+                                                                              dict[str, subprocess.Popen]]:
+    """Webhook servers as the master runs them (gunicorn over HTTPS with a serving certificate of a new CA, an
+    assignment-signing key), one per gunicorn worker named, against `server`: the kubeconfig they read, the CA, and
+    their ports and processes by worker."""
+    from velashard.sharding.proof import Signer
+    from velashard.webhook.certificates import make_ca, make_serving_cert
+
+    kubeconfig = server.http_kubeconfig(os.path.join(workdir, "kubeconfig"))
+    ca = make_ca()
+    serving = make_serving_cert(ca, ["127.0.0.1"])
+    cert, key, signing_key = (os.path.join(workdir, f) for f in ("tls.crt", "tls.key", "signing.key"))
+    open(cert, "wb").write(serving.cert_pem)
+    open(key, "wb").write(serving.key_pem)
+    open(signing_key, "wb").write(Signer.generate().private_pem())
+    ports = {name: _free_port() for name in workers}
+    hooks = {name: subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
+                                     *WORKERS[name], "--bind", f"127.0.0.1:{ports[name]}", "--certfile", cert,
+                                     "--keyfile", key, "--signing-key-file", signing_key, "--namespace",
+                                     "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in workers}
+    return kubeconfig, ca, ports, hooks
 
 
 def main() -> int:
@@ -125,27 +162,11 @@ def main() -> int:
     from velashard.core.install import install
     from velashard.kube.client import KubeClient
     from velashard.kube.resources import MUTATING_WEBHOOKS
-    from velashard.sharding.proof import Signer
-    from velashard.webhook.certificates import make_ca, make_serving_cert
     from velashard.webhook.runner import WebhookOptions, register
 
     server = start_server()
-    workdir = tempfile.mkdtemp(prefix="bench-webhook-")
-    kubeconfig = server.http_kubeconfig(os.path.join(workdir, "kubeconfig"))
-    ca = make_ca()
-    serving = make_serving_cert(ca, ["127.0.0.1"])
-    cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
-    open(cert, "wb").write(serving.cert_pem)
-    open(key, "wb").write(serving.key_pem)
-    signing_key = os.path.join(workdir, "signing.key")
-    open(signing_key, "wb").write(Signer.generate().private_pem())
-    hook_port = _free_port()
-    hook = subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
-                             *WORKERS[args.worker],
-                             "--bind", f"127.0.0.1:{hook_port}", "--certfile", cert, "--keyfile", key,
-                             "--signing-key-file", signing_key,
-                             "--namespace", "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kubeconfig, ca, ports, hooks = start_webhooks(server, tempfile.mkdtemp(prefix="bench-webhook-"), [args.worker])
+    hook_port, hook = ports[args.worker], hooks[args.worker]
     try:
         client = KubeClient.from_kubeconfig(kubeconfig, shard_id="bench", qps=1000, burst=1000)
         install(client)
@@ -212,25 +233,10 @@ def compare_workers(names: list[str], calls: int, rate: float, threads: int = 4)
     the round trip's p50 and p99 per worker and its worker process's CPU per call, side by side."""
     import ssl
 
-    from velashard.sharding.proof import Signer
-    from velashard.webhook.certificates import make_ca, make_serving_cert
     from velashard.webhook.paths import MUTATING_PATH
 
     server = start_server()
-    workdir = tempfile.mkdtemp(prefix="bench-webhook-")
-    kubeconfig = server.http_kubeconfig(os.path.join(workdir, "kubeconfig"))
-    ca = make_ca()
-    serving = make_serving_cert(ca, ["127.0.0.1"])
-    cert, key, signing_key = (os.path.join(workdir, f) for f in ("tls.crt", "tls.key", "signing.key"))
-    open(cert, "wb").write(serving.cert_pem)
-    open(key, "wb").write(serving.key_pem)
-    open(signing_key, "wb").write(Signer.generate().private_pem())
-    ports = {name: _free_port() for name in names}
-    hooks = {name: subprocess.Popen([sys.executable, "-m", "velashard.webhook.server", "--kubeconfig", kubeconfig,
-                                     *WORKERS[name], "--bind", f"127.0.0.1:{ports[name]}", "--certfile", cert,
-                                     "--keyfile", key, "--signing-key-file", signing_key, "--namespace",
-                                     "vela-system", "--schedulable-shards", "shard-0,shard-1,shard-2"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for name in names}
+    _, ca, ports, hooks = start_webhooks(server, tempfile.mkdtemp(prefix="bench-webhook-"), names)
     context = ssl.create_default_context(cadata=ca.cert_pem.decode())
     bodies = [json.dumps(review(i)).encode() for i in range(1000)]
 
@@ -238,32 +244,23 @@ def compare_workers(names: list[str], calls: int, rate: float, threads: int = 4)
         latencies: dict[str, list[float]] = {name: [] for name in names}
         failed: list[str] = []
         lock = threading.Lock()
-        total, interval = count * len(names), 1.0 / (rate * len(names))
-        start = time.perf_counter() + 0.2
 
-        def worker(indices: range) -> None:
-            conns = {name: http.client.HTTPSConnection("127.0.0.1", ports[name], context=context, timeout=10)
-                     for name in names}
-            for i in indices:
-                name = names[i % len(names)]
-                delay = start + i * interval - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                t0 = time.perf_counter()
-                conns[name].request("POST", MUTATING_PATH, bodies[i % len(bodies)],
-                                    {"Content-Type": "application/json"})
-                response = conns[name].getresponse()
-                response.read()
-                with lock:
-                    latencies[name].append((time.perf_counter() - t0) * 1000)
-                    if response.status != 200:
-                        failed.append(f"{name}: HTTP {response.status}")
+        def connect() -> dict[str, http.client.HTTPSConnection]:
+            return {name: http.client.HTTPSConnection("127.0.0.1", ports[name], context=context, timeout=10)
+                    for name in names}
 
-        workers = [threading.Thread(target=worker, args=(range(t, total, threads),)) for t in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+        def call(conns: dict[str, http.client.HTTPSConnection], i: int) -> None:
+            name = names[i % len(names)]
+            t0 = time.perf_counter()
+            conns[name].request("POST", MUTATING_PATH, bodies[i % len(bodies)], {"Content-Type": "application/json"})
+            response = conns[name].getresponse()
+            response.read()
+            with lock:
+                latencies[name].append((time.perf_counter() - t0) * 1000)
+                if response.status != 200:
+                    failed.append(f"{name}: HTTP {response.status}")
+
+        paced(count * len(names), 1.0 / (rate * len(names)), threads, connect, call)
         if failed:
             raise SystemExit(f"{len(failed)} calls failed, e.g. {failed[0]}")
         return latencies

@@ -9,14 +9,23 @@ import ssl
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import pytest
 from cryptography import x509
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from velashard.apiserver.http.server import APIServer
+from velashard.core.controller import ApplicationController, Options
+from velashard.core.install import install
+from velashard.core.runcontroller import run_controller
+from velashard.kube.client import KubeClient
+from velashard.kube.manager import Manager
+from velashard.kube.resources import NAMESPACES, Resource
 from velashard.webhook.paths import MUTATING_PATH
+from tests.workflowsteps import install_missing
 
 
 def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
@@ -137,6 +146,62 @@ def trust_authorless_apps(kube: Any, *users: str) -> None:
                                                  "name": user}]})
         except errors.AlreadyExists:
             pass
+
+
+# The tests' author: what an app or a run records as its writer (labels.APP_USERNAME) and then acts as. Its rules
+# hold in the namespace "authored" only; in "elsewhere" it may do nothing.
+AUTHOR = "jane@example.com"
+CONFIGMAP_RULES = ({"apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": ["get", "list", "create", "update", "patch", "delete"]},)
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+
+
+def controller_cluster(tmp_path_factory: pytest.TempPathFactory, *, workflow_runs: bool = False,
+                       trust_authorless: bool = True, author_rules: tuple[dict, ...] = (),
+                       **options: Any) -> Iterator[tuple[APIServer, KubeClient]]:
+    """A module's cluster: the embedded API server with simulated workloads, velashard installed with the workflow
+    steps the catalog lacks, and a master's Manager running the Application controller (and, with `workflow_runs`,
+    the WorkflowRun controller beside it) on a thread; yields (server, client) and stops both after.
+    `trust_authorless`: the default user may do anything (trust_authorless_apps). `author_rules`: a Role of them
+    bound to AUTHOR in the namespace "authored" (created with "elsewhere", where AUTHOR may do nothing).
+    `options`: the controllers' Options beyond the tests' defaults (4 workers, state-keep every second, waiting
+    steps looked at twice a second). A module-scoped fixture is `yield from controller_cluster(tmp_path_factory)`."""
+    server = APIServer(port=0, simulate_workloads=True).start()
+    server.write_kubeconfig(str(tmp_path_factory.mktemp("cluster") / "kubeconfig"))
+    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
+    if trust_authorless:
+        trust_authorless_apps(kube)
+    install(kube)
+    install_missing(kube)
+    if author_rules:
+        for name in ("authored", "elsewhere"):
+            kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                            "metadata": {"name": "author"}, "rules": list(author_rules)}, "authored")
+        kube.create(ROLE_BINDINGS, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                    "metadata": {"name": "author"}, "subjects": [{"kind": "User", "name": AUTHOR}],
+                                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                "name": "author"}}, "authored")
+    manager = Manager(kube, "master")
+    settings = Options(**{"workers": 4, "state_keep_interval": 1.0, "waiting_requeue": 0.5, **options})
+    apps = ApplicationController(manager, settings)
+    if workflow_runs:
+        assert run_controller(manager, apps, settings) is not None, "WorkflowRuns are not served"
+    stop = threading.Event()
+    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
+    thread.start()
+    yield server, kube
+    stop.set()
+    thread.join(15)
+    server.stop()
+
+
+def namespace_for_test(kube: KubeClient, request: pytest.FixtureRequest, prefix: str) -> str:
+    """A namespace of its own for the test asking (`prefix` and the test's name), created."""
+    name = prefix + request.node.name.replace("_", "-")[5:40].strip("-")
+    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    return name
 
 
 def admission_review() -> bytes:

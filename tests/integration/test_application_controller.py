@@ -2,50 +2,27 @@
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, POLICY_DEFINITIONS, RESOURCE_TRACKERS,
                                 SYSTEM_NAMESPACE)
-from velashard.apiserver.http.server import APIServer
-from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
-from velashard.kube.manager import Manager
-from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, NAMESPACES, SERVICES
+from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, JOBS, SERVICES
 from velashard.workflow import operations
-from tests.workflowsteps import install_missing
-from tests.integration.helpers import eventually, trust_authorless_apps, update_latest
+from tests.integration.helpers import controller_cluster, eventually, namespace_for_test, update_latest
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    server = APIServer(port=0, simulate_workloads=True).start()
-    server.write_kubeconfig(str(tmp_path_factory.mktemp("app") / "kubeconfig"))
-    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
-    trust_authorless_apps(kube)
-    install(kube)
-    install_missing(kube)  # the workflow steps these tests use, where the catalog has none
-    manager = Manager(kube, "master")
-    ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5))
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield server, kube
-    stop.set()
-    thread.join(15)
-    server.stop()
+    yield from controller_cluster(tmp_path_factory)
 
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "app-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "app-")
 
 
 def application(name: str, ns: str, components: list[dict], **spec) -> dict:

@@ -5,54 +5,18 @@ step says so."""
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
-from velashard.apiserver.http.server import APIServer
-from velashard.core.controller import ApplicationController, Options
-from velashard.core.install import install
-from velashard.kube.client import KubeClient
-from velashard.kube.manager import Manager
-from velashard.kube.resources import CONFIGMAPS, NAMESPACES, Resource
+from velashard.kube.resources import CONFIGMAPS
 from velashard.workflow.store import context_name
-from tests.integration.helpers import eventually
-from tests.workflowsteps import install_missing
-
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-AUTHOR = "jane@example.com"
-
+from tests.integration.helpers import AUTHOR, CONFIGMAP_RULES, controller_cluster, eventually
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    server = APIServer(port=0, simulate_workloads=True).start()
-    folder = tmp_path_factory.mktemp("author")
-    server.write_kubeconfig(str(folder / "kubeconfig"))
-    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
-    install(kube)
-    install_missing(kube)
-    for name in ("authored", "elsewhere"):
-        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                        "metadata": {"name": "configmaps"}, "rules": [
-                            {"apiGroups": [""], "resources": ["configmaps"],
-                             "verbs": ["get", "list", "create", "update", "patch", "delete"]}]}, "authored")
-    kube.create(BINDINGS, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                           "metadata": {"name": "jane"}, "subjects": [{"kind": "User", "name": AUTHOR}],
-                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                       "name": "configmaps"}}, "authored")
-    manager = Manager(kube, "master")
-    ApplicationController(manager, Options(workers=2, state_keep_interval=1.0, waiting_requeue=0.5))
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield server, kube
-    stop.set()
-    thread.join(15)
-    server.stop()
+    yield from controller_cluster(tmp_path_factory, trust_authorless=False, author_rules=CONFIGMAP_RULES, workers=2)
 
 
 def app(name: str, steps: list[dict]) -> dict:

@@ -7,52 +7,27 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 
 import pytest
 
 from velashard.apis.oam import APPLICATIONS, SYSTEM_NAMESPACE
-from velashard.apiserver.http.server import APIServer
-from velashard.core.controller import ApplicationController, Options
 from velashard.workflow.egress import EgressPolicy, parse_allowed
-from velashard.core.install import install
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
-from velashard.kube.manager import Manager
 from velashard.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
 from velashard.workflow.store import context_name
-from tests.integration.helpers import eventually, trust_authorless_apps
+from tests.integration.helpers import controller_cluster, eventually, namespace_for_test
 from tests.integration.loopback import HTTPServer, SMTPServer, json_answer, make_client_cert, prometheus
-from tests.workflowsteps import install_missing
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    server = APIServer(port=0, simulate_workloads=True).start()
-    server.write_kubeconfig(str(tmp_path_factory.mktemp("providers") / "kubeconfig"))
-    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
-    trust_authorless_apps(kube)
-    install(kube)
-    install_missing(kube)
-    manager = Manager(kube, "master")
     # the steps call servers on loopback, which the egress policy refuses unless allowed
-    ApplicationController(manager, Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5,
-                                           egress=EgressPolicy(allow=(parse_allowed("127.0.0.1"),))))
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield server, kube
-    stop.set()
-    thread.join(15)
-    server.stop()
+    yield from controller_cluster(tmp_path_factory, egress=EgressPolicy(allow=(parse_allowed("127.0.0.1"),)))
 
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "wf-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "wf-")
 
 
 def application(name: str, ns: str, steps: list[dict], components: list[dict] | None = None, **spec) -> dict:

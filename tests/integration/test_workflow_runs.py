@@ -7,65 +7,23 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from velashard.apis import labels
 from velashard.apis.oam import WORKFLOW_RUNS, WORKFLOWS
-from velashard.apiserver.http.server import APIServer
-from velashard.core.controller import ApplicationController, Options
-from velashard.core.install import install
-from velashard.core.runcontroller import run_controller
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
-from velashard.kube.manager import Manager
-from velashard.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES, Resource
-from tests.integration.helpers import eventually, trust_authorless_apps
-from tests.workflowsteps import install_missing
-
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
-AUTHOR = "jane@example.com"
-
+from velashard.kube.resources import CONFIGMAPS, EVENTS
+from tests.integration.helpers import AUTHOR, CONFIGMAP_RULES, controller_cluster, eventually, namespace_for_test
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    server = APIServer(port=0, simulate_workloads=True).start()
-    server.write_kubeconfig(str(tmp_path_factory.mktemp("runs") / "kubeconfig"))
-    kube = KubeClient.from_kubeconfig(server.kubeconfig, shard_id="test", qps=500, burst=500)
-    install(kube)
-    install_missing(kube)
-    trust_authorless_apps(kube)
-    for name in ("authored", "elsewhere"):
-        kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    kube.create(ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                        "metadata": {"name": "configmaps"}, "rules": [
-                            {"apiGroups": [""], "resources": ["configmaps"],
-                             "verbs": ["get", "list", "create", "update", "patch", "delete"]}]}, "authored")
-    kube.create(BINDINGS, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                           "metadata": {"name": "jane"}, "subjects": [{"kind": "User", "name": AUTHOR}],
-                           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                       "name": "configmaps"}}, "authored")
-    manager = Manager(kube, "master")
-    options = Options(workers=4, state_keep_interval=1.0, waiting_requeue=0.5)
-    apps = ApplicationController(manager, options)
-    assert run_controller(manager, apps, options) is not None
-    stop = threading.Event()
-    thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
-    thread.start()
-    yield server, kube
-    stop.set()
-    thread.join(15)
-    server.stop()
+    yield from controller_cluster(tmp_path_factory, workflow_runs=True, author_rules=CONFIGMAP_RULES)
 
 
 @pytest.fixture
 def ns(cluster, request):
-    _, kube = cluster
-    name = "wr-" + request.node.name.replace("_", "-")[5:40].strip("-")
-    kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    return namespace_for_test(cluster[1], request, "wr-")
 
 
 def workflow_run(name: str, ns: str, steps: list[dict] | None = None, **spec) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 from dataclasses import dataclass
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -276,10 +277,11 @@ def test_the_generated_protobuf_table_says_so_on_its_first_line():
 
 
 # The package map of docs/architecture.md: what each production package may import of velashard besides itself
-# (the top-level modules observability.py, durations.py and httpdate.py are below everything; cli/ may import all).
+# (the top-level modules observability.py, durations.py and httpdate.py are below everything; cli/ may import all;
+# velashard/__init__.py, which holds the version, is not counted).
 PACKAGE_IMPORTS = {
     "apis": {"kube.resources"},
-    "kube": {"apis.labels", "observability", "version"},
+    "kube": {"observability"},
     "cue": set(),
     "patch": {"cue"},
     "workflow": {"cue", "kube", "apis", "patch", "observability", "durations"},
@@ -301,3 +303,63 @@ def test_packages_import_only_what_the_package_map_allows():
                 if not any(".".join(target[:len(a.split("."))]) == a for a in allowed):
                     bad.append(i)
     assert not bad, "an import the package map of docs/architecture.md does not allow:\n" + _show(bad)
+
+
+def test_the_package_map_is_layered():
+    """No two packages may import each other, so the map is an order of floors: kube/ is the lowest (apis/ lists
+    its keys above it), and a kube -> apis import fails the test above however it is written."""
+    def packages(allowed: set[str]) -> set[str]:
+        return {a.split(".")[0] for a in allowed}
+    both = sorted((a, b) for a in PACKAGE_IMPORTS for b in packages(PACKAGE_IMPORTS[a])
+                  if a < b and a in packages(PACKAGE_IMPORTS.get(b, set())))
+    assert not both, f"packages the map lets import each other: {both}"
+    assert "apis" not in packages(PACKAGE_IMPORTS["kube"]), "kube/ is below apis/"
+
+
+DOC = ROOT / "docs" / "architecture.md"
+# Backticked paths in the doc: a module (`core/reconciler.py`), a folder (`dev/`), a glob (`definitions/*.cue`);
+# not placeholders such as `DIR/logs/`.
+_PATH = re.compile(r"`((?:[a-z_][\w.*-]*/)*[\w.*-]+(?:\.py|\.cue|/))`")
+_ROW_PACKAGE = re.compile(r"\|\s*`((?:[\w-]+/)+)`\s*\|")
+_FROM_ROOT = ("hack", "tests", "docs", "velashard", "helm", "addons")
+
+
+def doc_paths(text: str) -> list[tuple[int, str, list[pathlib.Path]]]:
+    """(line, path as written, where it may point) for every file or folder docs/architecture.md names. A path is
+    relative to velashard/ (the repository's root for hack/, tests/, velashard/ ...); in a package's row of the
+    table (`| `apiserver/registry/` | ...`) also to that package and the packages above it (`storage/` there is
+    apiserver/storage/), and a bare module name there is in that package or below it (`calls.py` in providers/)."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        row = _ROW_PACKAGE.match(line)
+        for written in _PATH.findall(line):
+            if written.split("/")[0] in _FROM_ROOT:
+                found.append((number, written, [ROOT / written]))
+            elif row and "/" not in written:
+                found.append((number, written, [PACKAGE / row.group(1) / "**" / written]))
+            else:
+                bases = [PACKAGE / row.group(1)] + list((PACKAGE / row.group(1)).parents) if row else [PACKAGE]
+                found.append((number, written, [base / written for base in bases
+                                                if base == PACKAGE or PACKAGE in base.parents]))
+    return found
+
+
+def _exists(path: pathlib.Path) -> bool:
+    relative = path.relative_to(ROOT).as_posix()
+    return any(ROOT.glob(relative)) if "*" in relative else path.exists()
+
+
+def test_every_module_the_architecture_doc_names_exists():
+    paths = doc_paths(DOC.read_text())
+    assert len(paths) > 100, "docs/architecture.md names its modules in backticks"
+    missing = [f"docs/architecture.md:{n}: `{written}` (looked for {', '.join(_rel(p) for p in places)})"
+               for n, written, places in paths if not any(_exists(p) for p in places)]
+    assert not missing, "docs/architecture.md names what does not exist:\n" + "\n".join(missing)
+
+
+def test_doc_paths_resolves_a_path_in_its_packages_row():
+    text = ("| `apiserver/auth/` | `rbac.py`, `gone.py`, `storage/`, `kube/gone.py` | `apis/labels.py` |\n"
+            "`core/reconciler.py`, `hack/gone.py`, `DIR/logs/`")
+    found = {written: any(_exists(p) for p in places) for _, written, places in doc_paths(text)}
+    assert found == {"apiserver/auth/": True, "rbac.py": True, "gone.py": False, "storage/": True,
+                     "kube/gone.py": False, "apis/labels.py": True, "core/reconciler.py": True, "hack/gone.py": False}

@@ -101,36 +101,35 @@ def test_a_401_rereads_the_token_file_at_once_and_once_for_all_requests_that_use
     assert static.refreshed(static.authorization()) is False
 
 
-def test_a_401_runs_the_exec_plugin_again_before_the_expiry_it_gave(tmp_path: Path):
-    script = tmp_path / "plugin.py"
-    calls = tmp_path / "calls"
+def exec_plugin(tmp_path: Path, expires: str) -> tuple[Path, Path]:
+    """A credential plugin (the script) that logs each run's KUBERNETES_EXEC_INFO, a line a run (the log), and
+    answers the token $PREFIX (else "tok-") followed by its run count, valid until `expires`."""
+    script, calls = tmp_path / "plugin.py", tmp_path / "calls"
     script.write_text(
-        "import json\n"
-        f"open({str(calls)!r}, 'a').write('x')\n"
-        f"n = len(open({str(calls)!r}).read())\n"
+        "import json, os\n"
+        f"open({str(calls)!r}, 'a').write(os.environ['KUBERNETES_EXEC_INFO'] + '\\n')\n"
+        f"n = sum(1 for _ in open({str(calls)!r}))\n"
         "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', 'status': {\n"
-        "    'token': 'tok-' + str(n), 'expirationTimestamp': '2999-01-01T00:00:00Z'}}))\n")
+        f"    'token': os.environ.get('PREFIX', 'tok-') + str(n), 'expirationTimestamp': {expires!r}}}}}))\n")
+    return script, calls
+
+
+def test_a_401_runs_the_exec_plugin_again_before_the_expiry_it_gave(tmp_path: Path):
+    script, calls = exec_plugin(tmp_path, "2999-01-01T00:00:00Z")
     loaded = config.load(write(tmp_path / "config", kubeconfig({"server": "https://h"}, {"exec": {
         "command": sys.executable, "args": [str(script)]}})))
     assert loaded.authorization() == loaded.authorization() == "Bearer tok-1"  # valid: run once
     assert loaded.refreshed("Bearer tok-1") and loaded.authorization() == "Bearer tok-2"
-    assert calls.read_text() == "xx"
+    assert len(calls.read_text().splitlines()) == 2
 
 
 def test_an_exec_plugin_is_run_with_its_env_and_again_once_its_token_expired(tmp_path: Path):
-    script = tmp_path / "plugin.py"
-    calls = tmp_path / "calls"
-    script.write_text(
-        "import json, os, sys\n"
-        f"open({str(calls)!r}, 'a').write(os.environ['KUBERNETES_EXEC_INFO'] + '\\n')\n"
-        "n = sum(1 for _ in open(" + repr(str(calls)) + "))\n"
-        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential', 'status': {\n"
-        "    'token': os.environ['PREFIX'] + str(n), 'expirationTimestamp': '2000-01-01T00:00:00Z'}}))\n")
+    script, calls = exec_plugin(tmp_path, "2000-01-01T00:00:00Z")
     path = write(tmp_path / "config", kubeconfig({"server": "https://h"}, {"exec": {
         "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(script)],
-        "env": [{"name": "PREFIX", "value": "tok-"}], "provideClusterInfo": True}}))
+        "env": [{"name": "PREFIX", "value": "env-"}], "provideClusterInfo": True}}))
     loaded = config.load(path)
-    assert loaded.authorization() == "Bearer tok-2"  # expired at once: every use runs it again
+    assert loaded.authorization() == "Bearer env-2"  # expired at once: every use runs it again
     info = json.loads(calls.read_text().splitlines()[0])
     assert info["kind"] == "ExecCredential" and info["spec"]["cluster"]["server"] == "https://h"
     failing = write(tmp_path / "bad", kubeconfig({"server": "https://h"}, {"exec": {

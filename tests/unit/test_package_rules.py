@@ -10,7 +10,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # import name -> distribution name as setup.py declares it, where they differ
-DISTRIBUTIONS = {"yaml": "PyYAML", "jinja2": "Jinja2", "flask": "Flask", "helm_python": "helm-python-sdk",
+DISTRIBUTIONS = {"yaml": "PyYAML", "flask": "Flask", "helm_python": "helm-python-sdk",
                  "re2": "google-re2"}
 
 

@@ -1,5 +1,8 @@
 """Every label, annotation and finalizer key velashard reads or writes (KubeVela-compatible), and the master
-shard id. One module owns them."""
+shard id. One module owns them; the one Kubernetes key among them (kubectl's last-applied annotation) is
+defined in kube/resources.py, below this package, and listed here."""
+
+from velashard.kube import resources
 
 # On controller pods: which shard a pod serves.
 SHARD_ID = "controller.core.oam.dev/shard-id"
@@ -42,8 +45,8 @@ RESOURCE_TRACKER_FINALIZER = "app.oam.dev/resource-tracker-finalizer"
 
 # On managed resources: what we applied last, for the next three-way merge.
 LAST_APPLIED = "app.oam.dev/last-applied-configuration"
-# kubectl's record of the same; never read, so informers drop it and reference copies leave it out.
-KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# kubectl's record of the same is Kubernetes' key, defined where the informers that drop it can reach it.
+KUBECTL_LAST_APPLIED = resources.KUBECTL_LAST_APPLIED
 
 # On shard Leases (labelled with SHARD_ID): the shard's app count, its load report.
 APPS_ANNOTATION = "velashard.io/applications"

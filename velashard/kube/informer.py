@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from velashard.kube import errors
-from velashard.apis.labels import KUBECTL_LAST_APPLIED
 from velashard.kube.client import KubeClient, WatchStream
-from velashard.kube.resources import Resource
+from velashard.kube.resources import KUBECTL_LAST_APPLIED, Resource
 from velashard.kube.store import IndexFunc, Store, object_key
 from velashard.observability import INFORMER_OBJECTS, Heartbeat, fields
 

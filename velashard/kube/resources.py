@@ -1,9 +1,13 @@
-"""Group/version/resource descriptions and the REST paths they live at."""
+"""Group/version/resource descriptions and the REST paths they live at, and Kubernetes' own keys the runtime
+reads (kube/ is the lowest floor: apis/labels.py lists these beside ours, it does not own them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from urllib.parse import quote
+
+# kubectl's record of what it applied last; never read, so informers drop it and reference copies leave it out.
+KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 @dataclass(frozen=True)

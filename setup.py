@@ -8,7 +8,7 @@ setup(
     packages=find_packages(include=["velashard", "velashard.*"]),
     include_package_data=True,
     package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue", "workflow/providers/*.cue",
-                                 "dashboard/templates/*.html", "dashboard/static/*"]},
+                                 "workflow/steps/*.cue", "dashboard/templates/*.html", "dashboard/static/*"]},
     install_requires=[
         "kubernetes>=29",
         "Flask>=3.0",

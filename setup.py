@@ -7,8 +7,8 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["velashard", "velashard.*"]),
     include_package_data=True,
-    package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue", "dashboard/templates/*.html",
-                                 "dashboard/static/*"]},
+    package_data={"velashard": ["**/*.yaml", "**/*.json", "definitions/*.cue", "workflow/providers/*.cue",
+                                 "workflow/steps/*.cue", "dashboard/templates/*.html", "dashboard/static/*"]},
     install_requires=[
         "kubernetes>=29",
         "Flask>=3.0",

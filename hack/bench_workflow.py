@@ -39,7 +39,8 @@ from velashard.workflow.backoff import RunMemory  # noqa: E402
 from velashard.workflow.context import WorkflowContext  # noqa: E402
 from velashard.workflow.delivery import ComponentResult  # noqa: E402
 from velashard.workflow.spec import parse_workflow  # noqa: E402
-from velashard.workflow.task import CueTasks, convert  # noqa: E402
+from velashard.workflow.steptypes import convert  # noqa: E402
+from velashard.workflow.task import CueTasks  # noqa: E402
 
 STEPS = 5
 APP = {"apiVersion": "core.oam.dev/v1beta1", "kind": "Application",

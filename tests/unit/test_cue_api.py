@@ -206,3 +206,16 @@ parameter: who: string
     assert "conflicting values" in str(clash.error())
     with pytest.raises(CueError, match='package "acme/other" is not supported'):
         compile_sources({"t.cue": 'import "acme/other"\nx: 1\n'}, {"acme/ops": pkg})
+
+
+def test_a_packages_hidden_fields_are_its_own():
+    from velashard.cue.api import compile_package
+    pkg = compile_package("acme/ops", '_#who: {name: string, ...}\n#Get: {who: _#who}\n_n: 1\n')
+    program = compile_sources({"t.cue": 'import "acme/ops"\nx: ops.#Get & {who: {name: "a", age: 3}}\n'},
+                              {"acme/ops": pkg})
+    assert program.evaluate().export() == {"x": {"who": {"name": "a", "age": 3}}}
+    # as in real CUE, where an importer's ops._h is an undefined field
+    for hidden in ("_#who", "_n"):
+        program = compile_sources({"t.cue": f'import "acme/ops"\ny: ops.{hidden}\n'}, {"acme/ops": pkg})
+        with pytest.raises(CueError, match=f"ops.{hidden} is not defined in package acme/ops"):
+            program.evaluate().export()

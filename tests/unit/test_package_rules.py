@@ -1,9 +1,10 @@
-"""Every third-party package the code imports is declared (who imports what of velashard itself:
-test_architecture.py)."""
+"""Every third-party package the code imports is declared, and every CUE file it reads ships in the wheel (who
+imports what of velashard itself: test_architecture.py)."""
 
 from __future__ import annotations
 
 import ast
+import glob
 import pathlib
 import re
 import sys
@@ -37,3 +38,20 @@ def test_every_third_party_import_is_declared():
     missing = sorted(m for m in third_party if DISTRIBUTIONS.get(m, m).lower().replace("_", "-")
                      not in {d.replace("_", "-") for d in declared})
     assert missing == []
+
+
+def _package_data() -> list[str]:
+    """setup.py's package_data patterns for the velashard package."""
+    for node in ast.walk(ast.parse((ROOT / "setup.py").read_text())):
+        if isinstance(node, ast.keyword) and node.arg == "package_data":
+            return ast.literal_eval(node.value)["velashard"]
+    raise AssertionError("setup.py has no package_data")
+
+
+def test_every_cue_file_is_package_data():
+    """The built-in definitions, the providers' schemas and the engine's own step templates are read at run time:
+    a `pip install .` (the image's wheel) without them would fail at the first step."""
+    shipped = {f for pattern in _package_data() for f in glob.glob(pattern, root_dir=ROOT / "velashard", recursive=True)}
+    cue = {p.relative_to(ROOT / "velashard").as_posix() for p in (ROOT / "velashard").rglob("*.cue")}
+    assert {"workflow/providers/op.cue", "workflow/steps/suspend.cue"} <= cue
+    assert sorted(cue - shipped) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 from velashard.core.templates import compile_template
 from velashard.cue.errors import CueError
-from velashard.workflow.spec import STEP_GROUP
+from velashard.workflow.steptypes import step_type
 from velashard.workflow.templates import template_problem
 
 CONDITION = "TemplateValid"
@@ -36,7 +36,7 @@ def definition_problem(definition: dict[str, Any]) -> tuple[str, str] | None:
     if kind == "WorkflowStepDefinition":
         # compiled with the providers' packages (vela/op, vela/kube, ...) importable, as the engine runs it
         if cue is None:
-            if (definition.get("metadata") or {}).get("name") == STEP_GROUP:
+            if step_type(str((definition.get("metadata") or {}).get("name") or "")).sub_steps:
                 return None  # the engine runs step-group itself
             return "InvalidSchematic", "a WorkflowStepDefinition needs spec.schematic.cue.template"
         problem = template_problem(cue.get("template") if isinstance(cue, dict) else None)

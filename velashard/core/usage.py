@@ -21,12 +21,11 @@ from velashard.apis.oam import SYSTEM_NAMESPACE
 from velashard.core.rendered import Definitions
 from velashard.kube.informer import EventHandler
 from velashard.kube.store import object_key
-from velashard.workflow.spec import STEP_GROUP
-from velashard.workflow.templates import STATIC
+from velashard.workflow.steptypes import BUILTIN as BUILTIN_STEPS
 
 COMPONENT, TRAIT, POLICY, STEP = "ComponentDefinition", "TraitDefinition", "PolicyDefinition", "WorkflowStepDefinition"
 KINDS = (COMPONENT, TRAIT, POLICY, STEP)
-ENGINE_STEPS = frozenset(STATIC) | {STEP_GROUP}  # run by the engine itself, whatever definition has their name
+ENGINE_STEPS = frozenset(BUILTIN_STEPS)  # run by the engine itself, whatever definition has their name
 
 Use = tuple[str, str]  # (definition kind, name)
 

@@ -595,7 +595,8 @@ def package_field(p: SourcePackage, label: str, x: Any) -> Any:
         CTX.packages[p] = root
     root.expand()
     arc = root.arcs.get(label)
-    if arc is None or not arc.regular:
+    # a hidden field (_x, _#x) is its package's own: an importer does not see it (CUE's scoping)
+    if arc is None or not arc.regular or label[:1] == "_":
         return Bottom(f"{p.path.split('/')[-1]}.{label.lstrip(QUOTED)} is not defined in package {p.path}", "eval",
                       (x.pos,))
     return arc

@@ -23,7 +23,8 @@ from velashard.workflow.context import WorkflowContext, bounded
 from velashard.workflow.dataflow import condition_holds, input_value, inputs_view, set_outputs, with_inputs
 from velashard.workflow.runstate import (all_done, group_status, settle, state_of, suspend_wait, suspended,
                                          with_state)
-from velashard.workflow.spec import MODE_DAG, STEP_GROUP, StepSpec, Workflow
+from velashard.workflow.spec import MODE_DAG, StepSpec, Workflow
+from velashard.workflow.steptypes import step_type
 
 
 MIN_TIMEOUT = 1  # seconds: a timeout closer than this is checked after this long
@@ -323,7 +324,7 @@ class _Pass:
         elif timed_out:
             status.update(phase=ph.FAILED, reason=ph.TIMEOUT, message="")
             op.terminated = True
-        if step.type == STEP_GROUP:
+        if step_type(step.type).sub_steps:
             status = self.run_group(step, status, op)
             if not (skip or timed_out):
                 op = self.op_after_group()

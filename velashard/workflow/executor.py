@@ -19,7 +19,8 @@ from velashard.workflow.engine import Outcome, Session, StepResult
 from velashard.workflow.outbound import Outbound
 from velashard.workflow.spec import Workflow
 from velashard.workflow.store import ContextStore
-from velashard.workflow.task import CueTasks, convert
+from velashard.workflow.steptypes import convert, step_type
+from velashard.workflow.task import CueTasks
 from velashard.workflow.templates import Lookup
 
 
@@ -83,7 +84,7 @@ def plan(app: dict[str, Any], workflow: Workflow, basic: dict[str, Any], lookup:
     out = []
     context = WorkflowContext()
     for step in [s for top in convert(workflow, components).steps for s in (top, *top.sub_steps)]:
-        if step.type == "step-group":
+        if step_type(step.type).sub_steps:
             out.append(PlannedStep(step.name, step.type, {}, [], "runs its sub-steps"))
             continue
         result: StepResult = tasks.run(step, step.properties, Session(engine.step_id("dry-run", step.name), {}, "",

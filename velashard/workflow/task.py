@@ -1,11 +1,9 @@
 """A step of any type but step-group: its template (templates.py) evaluated with the step's properties as
 `parameter` and KubeVela's workflow `context`, its actions run (actions.py), and the outcome as the step's
-status. Also KubeVela's conversion of an `apply-component` step: the component it names becomes its parameter,
-with the component's inputs, outputs and dependsOn."""
+status."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any, Callable
 
@@ -19,47 +17,10 @@ from velashard.workflow.egress import EgressPolicy
 from velashard.workflow.outbound import Outbound
 from velashard.workflow.engine import Session, StepResult
 from velashard.workflow.providers.base import Action, Runtime
-from velashard.workflow.spec import Input, Output, StepSpec, Workflow
-from velashard.workflow.templates import APPLY_COMPONENT_TYPE, Lookup, compile_step, template_of
+from velashard.workflow.spec import StepSpec
+from velashard.workflow.templates import Lookup, compile_step, template_of
 
 log = logging.getLogger("velashard.workflow")
-
-
-def convert_apply_component(step: StepSpec, components: list[dict[str, Any]]) -> StepSpec:
-    """KubeVela's StepConvertor: the component named in properties.component becomes properties.value; its
-    inputs (their parameterKey under value.properties) and outputs join the step's, its dependsOn too."""
-    if step.type != APPLY_COMPONENT_TYPE:
-        return step
-    name = step.properties.get("component")
-    comp = next((c for c in components if c.get("name") == name), None)
-    if comp is None:
-        return step  # the step fails when it runs, saying so
-    inputs = list(step.inputs) + [Input(str(item["from"]), str(item.get("parameterKey") or ""))
-                                   for item in comp.get("inputs") or [] if isinstance(item, dict) and item.get("from")]
-    for i, item in enumerate(inputs):  # every input goes into the component (value.properties.<key>)
-        key = item.parameter_key.strip()
-        if key and not key.startswith("properties") and not key.startswith("traits["):
-            key = "properties." + key
-        inputs[i] = Input(item.from_, "value." + key if key else "")
-    outputs = list(step.outputs)
-    for item in comp.get("outputs") or []:
-        if isinstance(item, dict) and item.get("name") and item.get("valueFrom"):
-            outputs.append(Output(str(item["name"]), str(item["valueFrom"])))
-    value = {k: v for k, v in comp.items() if k not in ("inputs", "outputs", "dependsOn")}
-    props = {"value": value, "cluster": step.properties.get("cluster") or ""}
-    if step.properties.get("namespace"):
-        props["namespace"] = step.properties["namespace"]
-    depends = tuple(step.depends_on) + tuple(d for d in comp.get("dependsOn") or [] if d not in step.depends_on)
-    return dataclasses.replace(step, properties=props, inputs=tuple(inputs), outputs=tuple(outputs),
-                               depends_on=depends)
-
-
-def convert(workflow: Workflow, components: list[dict[str, Any]]) -> Workflow:
-    """The workflow with its apply-component steps converted."""
-    steps = tuple(dataclasses.replace(convert_apply_component(s, components),
-                                      sub_steps=tuple(convert_apply_component(x, components) for x in s.sub_steps))
-                  for s in workflow.steps)
-    return dataclasses.replace(workflow, steps=steps)
 
 
 class CueTasks:

@@ -1,6 +1,6 @@
 """Step templates: a WorkflowStepDefinition's `spec.schematic.cue.template`, compiled once per text with the
-providers' packages importable, and the two templates the engine itself holds, as KubeVela's does: `suspend`
-and the one an `apply-component` step runs (it takes precedence over any definition of that name)."""
+providers' packages importable; which template a step runs (the engine's own for the types steptypes.py names,
+else its definition's)."""
 
 from __future__ import annotations
 
@@ -13,40 +13,13 @@ from cachetools import LRUCache
 from velashard.cue.api import Program, compile_sources
 from velashard.cue.errors import CueError
 from velashard.workflow.providers import packages
+from velashard.workflow.steptypes import step_type
 
 Lookup = Callable[[str, str], "dict[str, Any] | None"]  # (step type, app namespace) -> WorkflowStepDefinition
 
 _DECLARED = "context: _\nparameter: _\n"
 _PROGRAMS: LRUCache = LRUCache(maxsize=512)
 _LOCK = threading.Lock()
-
-SUSPEND = '''
-import "vela/builtin"
-
-parameter: {
-	// +usage=resume by itself after this long (a Go duration such as 30s)
-	duration?: string
-	message?:  string
-}
-suspend: builtin.#Suspend & {$params: parameter}
-'''
-
-# an apply-component step after KubeVela's conversion: parameter.value is the component as the app writes it
-APPLY_COMPONENT = '''
-import "vela/oam"
-
-parameter: {...}
-apply: oam.#ApplyComponent & {$params: parameter}
-if apply.$returns.output != _|_ {
-	output: apply.$returns.output
-}
-if apply.$returns.outputs != _|_ {
-	outputs: apply.$returns.outputs
-}
-'''
-
-APPLY_COMPONENT_TYPE = "apply-component"
-STATIC = {"suspend": SUSPEND, APPLY_COMPONENT_TYPE: APPLY_COMPONENT}
 
 
 def compile_step(text: str, name: str = "template.cue") -> Program:
@@ -85,9 +58,8 @@ def definition_template(definition: dict[str, Any] | None) -> str | None:
     return template if isinstance(template, str) else None
 
 
-def template_of(step_type: str, namespace: str, lookup: Lookup) -> str | None:
+def template_of(type_name: str, namespace: str, lookup: Lookup) -> str | None:
     """The template a step of this type runs: the engine's own, else its definition's (the app's namespace
     first, then vela-system, as KubeVela looks), else None."""
-    if step_type in STATIC:
-        return STATIC[step_type]
-    return definition_template(lookup(step_type, namespace))
+    own = step_type(type_name).template()
+    return own if own is not None else definition_template(lookup(type_name, namespace))

@@ -1,5 +1,6 @@
-"""The CUE packages step templates import (`import "vela/kube"`), one module each, and the actions behind them:
-`packages()` the compiled schemas by import path, `handler(provider, do)` the Python that runs an action."""
+"""The CUE packages step templates import (`import "vela/kube"`): each one's schema a `.cue` file (package data)
+and its actions a module beside it. `packages()` the compiled schemas by import path, `handler(provider, do)` the
+Python that runs an action."""
 
 from __future__ import annotations
 

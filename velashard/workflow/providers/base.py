@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from velashard.kube.client import KubeClient
+from velashard.workflow import cuefiles
 from velashard.workflow import phases as ph
 from velashard.workflow.context import WorkflowContext
 from velashard.workflow.delivery import Delivery
@@ -123,9 +124,13 @@ Handler = Callable[[dict[str, Any], Runtime], "dict[str, Any] | None"]
 
 @dataclass(frozen=True)
 class Provider:
-    """One CUE package: its import path, its schema (our own, with KubeVela's field names) and its actions."""
+    """One CUE package: its import path, its actions, and its schema (our own, with KubeVela's field names), the
+    file named for the path's last part beside this module (vela/op: op.cue)."""
     path: str
     name: str  # #provider
-    schema: str
     handlers: dict[str, Handler]
     legacy: bool = False  # vela/op: parameters are the action's fields and results fill them (no $params)
+
+    @property
+    def schema(self) -> str:
+        return cuefiles.read(__package__, self.path.rpartition("/")[2] + ".cue")

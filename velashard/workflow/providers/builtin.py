@@ -10,66 +10,6 @@ from velashard.durations import go_duration
 from velashard.workflow import phases as ph
 from velashard.workflow.providers.base import ActionBreak, Provider, ProviderError, Runtime
 
-SCHEMA = '''
-// Go on only once `continue` is true; until then the step waits (phase running, reason Wait) and is tried again
-// after the workflow's backoff.
-#ConditionalWait: {
-	#do:       "wait"
-	#provider: "builtin"
-	$params: {
-		continue: *false | bool
-		// +usage=shown in the step's status while it waits
-		message?: string
-	}
-}
-
-// Stop here until the workflow is resumed, or for `duration` (a Go duration such as 30s or 2m15s).
-#Suspend: {
-	#do:       "suspend"
-	#provider: "builtin"
-	$params: {
-		duration?: string
-		message?:  string
-	}
-}
-
-// End the step as succeeded and the workflow as terminated.
-#Break: {
-	#do:       "break"
-	#provider: "builtin"
-	$params: message?: string
-}
-
-// End the step as failed (reason Action).
-#Fail: {
-	#do:       "fail"
-	#provider: "builtin"
-	$params: message?: string
-}
-
-// Put a message in the step's status (a later one replaces it).
-#Message: {
-	#do:       "message"
-	#provider: "builtin"
-	$params: message?: string
-}
-
-// A struct whose actions run in the order they are written.
-#Steps: {...}
-
-// Get or put one of the run's variables (the values outputs set), by a dotted path.
-#DoVar: {
-	#do:       "var"
-	#provider: "builtin"
-	$params: {
-		method: *"Get" | "Put"
-		path:   string
-		value?: _
-	}
-	$returns?: value: _
-}
-'''
-
 RESUME_AT = "resumeTimeStamp"
 MAX_SUSPEND, MAX_SUSPEND_TEXT = 100 * 365 * 86400.0, "100 years"  # beyond it a date overflows
 SUSPENDED_AT = "suspendTimeStamp"
@@ -151,4 +91,4 @@ def suspend(params: dict[str, Any], rt: Runtime) -> None:
 
 
 HANDLERS = {"wait": wait, "suspend": suspend, "break": stop, "fail": fail, "message": message, "var": variable}
-PROVIDER = Provider("vela/builtin", "builtin", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/builtin", "builtin", HANDLERS)

@@ -19,51 +19,6 @@ from velashard.workflow.data import plain
 from velashard.workflow.delivery import DeliveryError
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 
-SCHEMA = '''
-// Create or update the config `name` in `namespace`, from `template` ("name" in vela-system, or "ns/name").
-#CreateConfig: {
-	#do:       "create"
-	#provider: "config"
-	$params: {
-		name:      string
-		namespace: string
-		template?: string
-		config: {...}
-	}
-}
-
-#DeleteConfig: {
-	#do:       "delete"
-	#provider: "config"
-	$params: {
-		name:      string
-		namespace: string
-	}
-}
-
-// `$returns.config`: the config's properties (a sensitive config cannot be read).
-#ReadConfig: {
-	#do:       "read"
-	#provider: "config"
-	$params: {
-		name:      string
-		namespace: string
-	}
-	$returns: config: {...}
-}
-
-// `$returns.configs`: the configs of a template in a namespace (name, alias, description, config).
-#ListConfig: {
-	#do:       "list"
-	#provider: "config"
-	$params: {
-		template:  string
-		namespace: string
-	}
-	$returns: configs: [...{...}]
-}
-'''
-
 CATALOG, CATALOG_VALUE = "config.oam.dev/catalog", "velacore-config"
 TYPE, SCOPE = "config.oam.dev/type", "config.oam.dev/scope"
 SENSITIVE, ALIAS, DESCRIPTION = "config.oam.dev/sensitive", "config.oam.dev/alias", "config.oam.dev/description"
@@ -195,4 +150,4 @@ def delete(params: dict[str, Any], rt: Runtime) -> None:
 
 
 HANDLERS = {"create": create, "read": read, "list": list_configs, "delete": delete}
-PROVIDER = Provider("vela/config", "config", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/config", "config", HANDLERS)

@@ -16,31 +16,6 @@ from velashard.workflow.netcalls import SMTP, CallError, SMTPOverTLS
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 from velashard.workflow.providers.calls import outside
 
-SCHEMA = '''
-// Send an email; the step waits until it is sent.
-#SendEmail: {
-	#do:       "send"
-	#provider: "email"
-	$params: {
-		from: {
-			address:  string
-			alias?:   string
-			// +usage=the SMTP login's password ("" when the server needs none)
-			password: string
-			host:     string
-			port:     int
-		}
-		to: [...string]
-		content: {
-			subject: string
-			// +usage=sent as HTML
-			body: string
-		}
-	}
-	...
-}
-'''
-
 TIMEOUT = 30.0
 
 
@@ -97,4 +72,4 @@ def send(params: dict[str, Any], rt: Runtime) -> None:
 
 
 HANDLERS = {"send": send}
-PROVIDER = Provider("vela/email", "email", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/email", "email", HANDLERS)

@@ -22,55 +22,6 @@ from velashard.workflow import netcalls
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 from velashard.workflow.providers.calls import outside
 
-SCHEMA = '''
-// Send a request; `$returns` holds the response (body, header, statusCode). A request that gets no response
-// (refused, timed out, a TLS failure) fails the step.
-#HTTPDo: {
-	#do:       "do"
-	#provider: "http"
-	$params: {
-		method: *"GET" | "POST" | "PUT" | "DELETE"
-		url:    string
-		request?: {
-			// +usage=a Go duration; 3s when not set
-			timeout?: string
-			body?:    string
-			header?: [string]: string
-			trailer?: [string]: string
-			// +usage=at most `limit` requests to this method and URL per `period` (a Go duration)
-			ratelimiter?: {
-				limit:  int
-				period: string
-			}
-			headersFromSecret?: [...{
-				header: string
-				secret: string
-				key:    string
-			}]
-			...
-		}
-		// +usage=a Secret (in the app's namespace unless given) with ca.crt, and client.crt and client.key
-		tls_config?: {
-			secret:     string
-			namespace?: string
-		}
-	}
-	$returns?: {
-		body: string
-		header?: [string]: [...string]
-		trailer?: [string]: [...string]
-		statusCode: int
-		...
-	}
-	...
-}
-
-#HTTPGet:    #HTTPDo & {$params: method: "GET"}
-#HTTPPost:   #HTTPDo & {$params: method: "POST"}
-#HTTPPut:    #HTTPDo & {$params: method: "PUT"}
-#HTTPDelete: #HTTPDo & {$params: method: "DELETE"}
-'''
-
 DEFAULT_TIMEOUT = 3.0
 MAX_TIMEOUT = 60.0  # a template's request.timeout: how long one call may hold an outbound thread
 MAX_BODY = 1 << 20  # the response body a step may read (it may go on into the run's context)
@@ -209,4 +160,4 @@ def _period(limit: dict[str, Any]) -> float:
 
 
 HANDLERS = {"do": do}
-PROVIDER = Provider("vela/http", "http", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/http", "http", HANDLERS)

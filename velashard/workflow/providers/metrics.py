@@ -17,28 +17,6 @@ from velashard.workflow.egress import EgressPolicy
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 from velashard.workflow.providers.calls import outside
 
-SCHEMA = '''
-// `$returns.result` once the query's value has met the condition (e.g. ">=0.95") for `duration`; `$returns.failed`
-// once it has missed it for `failDuration`; `$returns.message` says where the check is.
-#PromCheck: {
-	#do:       "promCheck"
-	#provider: "metrics"
-	$params: {
-		query:          string
-		metricEndpoint: *"http://prometheus-server.o11y-system.svc:9090" | string
-		condition:      string
-		failDuration:   *"2m" | string
-		duration:       *"5m" | string
-	}
-	$returns?: {
-		message?: string
-		failed:   bool
-		result:   bool
-	}
-	...
-}
-'''
-
 TIMEOUT = 10.0
 MAX_ANSWER = 1 << 20  # one value is a few hundred bytes; a larger answer is not Prometheus' (or not one value)
 
@@ -124,4 +102,4 @@ def prom_check(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
 
 
 HANDLERS = {"promCheck": prom_check}
-PROVIDER = Provider("vela/metrics", "metrics", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/metrics", "metrics", HANDLERS)

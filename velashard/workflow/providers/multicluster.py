@@ -13,43 +13,6 @@ from typing import Any
 from velashard.workflow.delivery import DeliveryError
 from velashard.workflow.providers.base import LOCAL_CLUSTERS, Provider, ProviderError, Runtime
 
-SCHEMA = '''
-// Deploy the app's components with the named policies (topology, override, replication); the step waits until
-// they are healthy.
-#Deploy: {
-	#provider: "multicluster"
-	#do:       "deploy"
-	$params: {
-		policies: [...string]
-		parallelism:              int
-		ignoreTerraformComponent: bool
-		inlinePolicies: *[] | [...{...}]
-	}
-	$returns?: {...}
-}
-
-// `$returns.placements`: where the named topology policies put components ({cluster, namespace}).
-#GetPlacementsFromTopologyPolicies: {
-	#provider: "multicluster"
-	#do:       "get-placements-from-topology-policies"
-	$params: policies: [...string]
-	$returns?: placements: [...{
-		cluster:   string
-		namespace: string
-	}]
-}
-
-// KubeVela's vela/multicluster package spells it so (a replace of "op" gone too far): the same action.
-#GetPlacementsFromTmulticlusterologyPolicies: #GetPlacementsFromTopologyPolicies
-
-// `$returns.outputs.clusters`: the clusters there are (here: local).
-#ListClusters: {
-	#provider: "multicluster"
-	#do:       "list-clusters"
-	$returns?: outputs: clusters: [...string]
-}
-'''
-
 
 def select_policies(policies: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
     by_name = {p.get("name"): p for p in policies}
@@ -259,4 +222,4 @@ def list_clusters(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
 
 HANDLERS = {"deploy": deploy, "get-placements-from-topology-policies": get_placements, "list-clusters": list_clusters,
             "apply-env-bind-app": apply_env_bind_app}
-PROVIDER = Provider("vela/multicluster", "multicluster", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/multicluster", "multicluster", HANDLERS)

@@ -10,84 +10,6 @@ from velashard.kube import errors
 from velashard.workflow.delivery import ComponentResult, DeliveryError
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime, local_only
 
-SCHEMA = '''
-// Apply a component (value: as written in an app: name, type, properties, traits) and its traits; the step
-// waits until it is healthy unless waitHealthy is false. `$returns.output` is the workload, `outputs` the rest.
-#ApplyComponent: {
-	#provider: "oam"
-	#do:       "component-apply"
-	$params: {
-		cluster:     *"" | string
-		env:         *"" | string
-		// +usage=the namespace to put it in ("" for the app's)
-		namespace:   *"" | string
-		waitHealthy: *true | bool
-		value: {...}
-		patch?: {...}
-	}
-	$returns: {
-		output?: {...}
-		outputs?: {...}
-	}
-	...
-}
-
-// What a component renders to, applied nowhere.
-#RenderComponent: {
-	#provider: "oam"
-	#do:       "component-render"
-	$params: {
-		cluster:   *"" | string
-		env:       *"" | string
-		namespace: *"" | string
-		value: {...}
-		patch?: {...}
-	}
-	$returns: {
-		output?: {...}
-		outputs?: {...}
-	}
-	...
-}
-
-// `$returns.value`: the components of this app (or of the app named, in this namespace) by name.
-#LoadComponets: {
-	#provider: "oam"
-	#do:       "load"
-	$params: app?: string
-	$returns: value?: {...}
-	...
-}
-
-// `$returns.value`: the components as a list, in the app's order.
-#LoadComponetsInOrder: {
-	#provider: "oam"
-	#do:       "load-comps-in-order"
-	$params: app?: string
-	$returns: value?: [...{...}]
-	...
-}
-
-// `$returns.value`: the app's policies by name.
-#LoadPolicies: {
-	#provider: "oam"
-	#do:       "load-policies"
-	$params: app?: string
-	$returns: value?: {...}
-	...
-}
-
-// Apply every component without waiting for their health.
-#ApplyApplicationInParallel: {
-	load: #LoadComponetsInOrder
-	components: {
-		for i, c in load.$returns.value {
-			"\\(c.name)": #ApplyComponent & {$params: {value: c, waitHealthy: false}}
-		}
-	}
-}
-'''
-
 
 def _component(params: dict[str, Any]) -> dict[str, Any]:
     value = params.get("value")
@@ -157,4 +79,4 @@ def load_policies(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
 
 HANDLERS = {"component-apply": apply_component, "component-render": render_component, "load": load,
             "load-comps-in-order": load_in_order, "load-policies": load_policies}
-PROVIDER = Provider("vela/oam", "oam", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/oam", "oam", HANDLERS)

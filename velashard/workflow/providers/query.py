@@ -12,83 +12,6 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.kube import errors
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime, local_only
 
-SCHEMA = '''
-// The resources an application applied (as its status lists them), optionally of some components or one kind.
-#ListAppliedResources: {
-	#do:       "listAppliedResources"
-	#provider: "query"
-	$params: app: {
-		name:      string
-		namespace: string
-		filter?: {
-			cluster?:          string
-			clusterNamespace?: string
-			components?: [...string]
-			kind?:       string
-			apiVersion?: string
-		}
-		...
-	}
-	$returns: list?: [...{...}]
-	...
-}
-
-// Those resources as they are live: {cluster, component, revision, object}.
-#ListResourcesInApp: {
-	#do:       "listResourcesInApp"
-	#provider: "query"
-	$params: app: {
-		name:      string
-		namespace: string
-		filter?: {
-			cluster?:          string
-			clusterNamespace?: string
-			components?: [...string]
-			kind?:       string
-			apiVersion?: string
-		}
-		withStatus?: bool
-		...
-	}
-	$returns: list?: [...{...}]
-	...
-}
-
-// The endpoints of the application's Services and Ingresses: {endpoint: {protocol, appProtocol, host, port,
-// portName, path, inner}, ref, cluster, component}.
-#CollectServiceEndpoints: {
-	#do:       "collectServiceEndpoints"
-	#provider: "query"
-	$params: app: {
-		name:      string
-		namespace: string
-		filter?: {
-			cluster?:          string
-			clusterNamespace?: string
-			components?: [...string]
-		}
-		withTree: true
-		...
-	}
-	$returns: list?: [...{
-		endpoint: {
-			protocol:     string
-			appProtocol?: string
-			host?:        string
-			port:         int
-			portName?:    string
-			path?:        string
-			inner?:       bool
-		}
-		ref: {...}
-		cluster?:   string
-		component?: string
-		...
-	}]
-	...
-}
-'''
-
 HTTP, HTTPS = "http", "https"
 # KubeVela's guess of a port's application protocol
 _APP_PROTOCOLS = {80: HTTP, 8080: HTTP, 443: HTTPS, 3306: "mysql", 6379: "redis"}
@@ -237,9 +160,7 @@ def collect_endpoints(params: dict[str, Any], rt: Runtime) -> dict[str, Any]:
 
 HANDLERS = {"listAppliedResources": list_applied, "listResourcesInApp": list_in_app,
             "collectServiceEndpoints": collect_endpoints}
-PROVIDER = Provider("vela/query", "query", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/query", "query", HANDLERS)
 
 # The legacy package (`import "vela/ql"`): the same actions, their parameters and results the action's own fields.
-LEGACY_SCHEMA = SCHEMA.replace('#provider: "query"', '#provider: "ql"').replace("\t$params: app:", "\tapp:").replace(
-    "\t$returns: list?:", "\tlist?:")
-LEGACY = Provider("vela/ql", "ql", LEGACY_SCHEMA, HANDLERS, legacy=True)
+LEGACY = Provider("vela/ql", "ql", HANDLERS, legacy=True)

@@ -11,53 +11,6 @@ from velashard.patch.trait_patch import apply_trait_patch
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 from velashard.observability import fields
 
-SCHEMA = '''
-// `$returns.str`: the bytes as a string.
-#ConvertString: {
-	#do:       "string"
-	#provider: "util"
-	$params: bt: bytes
-	$returns?: str: string
-	...
-}
-
-// `$returns.result`: value with patch merged in (KubeVela's patch rules).
-#PatchK8sObject: {
-	#do:       "patch-k8s-object"
-	#provider: "util"
-	$params: {
-		value: {...}
-		patch: {...}
-	}
-	$returns?: {
-		result?: {...}
-		err?:    string
-	}
-	...
-}
-
-// Log data (a string or a struct) in the controller's log, and say where the step's own logs are: a URL, or
-// pods picked by name or labels. `velashard workflow logs` shows both.
-#Log: {
-	#do:       "log"
-	#provider: "util"
-	$params: {
-		data?: {...} | string
-		level: *3 | int
-		source?: close({
-			url: string
-		}) | close({
-			resources?: [...{
-				name?:      string
-				cluster?:   string
-				namespace?: string
-				labelSelector?: {...}
-			}]
-		})
-	}
-}
-'''
-
 LOG_CONFIG = "logConfig"  # the mutable value KubeVela keeps log sources under, per step
 LOG_DATA = "logData"  # ours: the data each step logged last, for `velashard workflow logs`
 MAX_LOGGED = 4096
@@ -118,4 +71,4 @@ def log(params: dict[str, Any], rt: Runtime) -> None:
 
 
 HANDLERS = {"string": convert_string, "patch-k8s-object": patch_object, "log": log}
-PROVIDER = Provider("vela/util", "util", SCHEMA, HANDLERS)
+PROVIDER = Provider("vela/util", "util", HANDLERS)

@@ -170,6 +170,26 @@ def test_data_becomes_values_only_where_evaluation_reaches() -> None:
     assert "parameter.n" in str(err.value)
 
 
+def test_labels_that_read_like_definitions_reach_callers_as_their_text():
+    from velashard.cue import label_text
+    program = compile_sources({"t.cue": '''
+outputs: {"#a": {v: 1}, _b: {v: 2}, "_c": {v: 3}, d: {v: 4}}
+steps: {"#run": {#do: "x"}, _hidden: {#do: "y"}}
+'''})
+    instance = program.evaluate()
+    keys = instance.fields("outputs")
+    assert keys == ["#a", "_c", "d"] and all(type(k) is str for k in keys)
+    data = instance.export("outputs")
+    assert data == {"#a": {"v": 1}, "_c": {"v": 3}, "d": {"v": 4}} and all(type(k) is str for k in data)
+    # the walk to actions: the quoted field is a regular one, the hidden one is walked too; its keys, as text
+    first = instance.find_task("#do")
+    assert [label_text(k) for k in first] == ["steps", "#run"] and instance.string_at(first + ("#do",)) == "x"
+    assert instance.find_task("#do", {first}) == ("steps", "_hidden")
+    assert type(label_text(first[1])) is str and label_text(3) == "3"
+    filled = program.evaluate(None, [(first + ("out",), 7)])
+    assert filled.export('steps["#run"].out') == 7
+
+
 def test_packages_written_in_cue_fills_and_the_walk_to_actions():
     from velashard.cue.api import compile_package
     pkg = compile_package("acme/ops", '''

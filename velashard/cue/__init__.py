@@ -8,5 +8,6 @@ by differential tests. It depends on nothing else in velashard.
 
 from velashard.cue.api import Instance, Program, compile_sources, export_files
 from velashard.cue.errors import CueError, Pos
+from velashard.cue.labels import is_regular, label_text
 
-__all__ = ["CueError", "Instance", "Pos", "Program", "compile_sources", "export_files"]
+__all__ = ["CueError", "Instance", "Pos", "Program", "compile_sources", "export_files", "is_regular", "label_text"]

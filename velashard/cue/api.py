@@ -9,7 +9,7 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.builtins import PACKAGES
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular, label_text
 from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
 from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
@@ -126,7 +126,7 @@ class Instance:
             v.expand()
             if v.kind != STRUCT:
                 return []
-            return [k.lstrip(QUOTED) if k[:1] == QUOTED else k for k in ordered_keys(v)
+            return [label_text(k) for k in ordered_keys(v)
                     if is_regular(k) and v.arcs[k].regular]
         return self._run(run)
 
@@ -196,7 +196,7 @@ class Instance:
 
 
 def _path_text(path: tuple) -> str:
-    return ".".join(str(k).lstrip(QUOTED) for k in path)
+    return ".".join(label_text(k) for k in path)
 
 
 def _at(v: Vertex, path: tuple) -> Vertex | None:

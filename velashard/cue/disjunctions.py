@@ -74,7 +74,7 @@ def vertices_equal(a: VertexBase, b: VertexBase) -> bool:
         return same_value(sa, sb)
     ka = [k for k, v in a.arcs.items() if v.regular]
     kb = [k for k, v in b.arcs.items() if v.regular]
-    if sorted(map(str, ka)) != sorted(map(str, kb)):
+    if set(ka) != set(kb):  # `"#a"` and `#a` are two labels
         return False
     if a.kind == LIST and a.list_open != b.list_open:
         return False

@@ -20,11 +20,11 @@ from functools import cmp_to_key
 from typing import Any, Iterator
 
 from velashard.cue import ast
-from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.closedness import Group
 from velashard.cue.disjunctions import Disjunctions, flatten_disjunction
 from velashard.cue.errors import CueError
 from velashard.cue.export_rules import to_data
+from velashard.cue.labels import Quoted, is_regular, key_of
 from velashard.cue.limits import CTX, LimitExceeded, check_time, step
 from velashard.cue.regex import compile_regex
 from velashard.cue.settle import Settling
@@ -72,7 +72,7 @@ class Pattern:
         self.match, self.value, self.env, self.alias, self.groups = match, value, env, alias, groups
 
     def conjunct(self, key: str) -> Conjunct:
-        env = Env(self.env, None, {self.alias: key.lstrip(QUOTED)}) if self.alias else self.env
+        env = Env(self.env, None, {self.alias: str(key)}) if self.alias else self.env
         if self.groups is not None:
             return Conjunct(self.value, env, tuple((g, key) for g in self.groups), True, True)
         return Conjunct(self.value, env)
@@ -263,7 +263,7 @@ class Vertex(Settling, Disjunctions):
         if type(obj) is list:
             self.lists.append(([Conjunct(None, None, value=data_value(x)) for x in obj], None))
             return
-        keys = tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)
+        keys = tuple(Quoted(k) if k[:1] in "#_" else k for k in obj)
         self.is_struct = 2
         self.structs.append(keys)
         if c.embed and c.groups:  # embedded data (`{c}` under a definition): its fields are allowed
@@ -327,7 +327,7 @@ class Vertex(Settling, Disjunctions):
                 if kind == "ident":
                     key = lab.name
                 elif kind == "string":
-                    key = QUOTED + lab.name if lab.name[:1] in "#_" else lab.name
+                    key = key_of(lab.name)
                 elif kind == "dynamic":
                     kv = default_of(evaluate(lab.expr, env))
                     if type(kv) is Vertex:
@@ -339,7 +339,7 @@ class Vertex(Settling, Disjunctions):
                         self._set_err(Bottom(f"invalid label {fmt(kv)}: a dynamic label must be a string", "eval",
                                              (lab.pos,)))
                         continue
-                    key = QUOTED + kv if kv[:1] in "#_" else kv
+                    key = key_of(kv)
                     for g in groups:
                         self.groups[g].labels.add(key)
                     self.is_struct = 2
@@ -356,7 +356,7 @@ class Vertex(Settling, Disjunctions):
                     arc.docs.append(d.comments)
                 if rec:
                     fc = Conjunct(d.value, env, tuple((g, key) for g in groups), True, True)
-                elif key[:1] == "#" or key[:2] == "_#":
+                elif type(key) is str and (key[:1] == "#" or key[:2] == "_#"):
                     fc = Conjunct(d.value, env, (), False, True)
                 else:
                     fc = Conjunct(d.value, env)
@@ -478,7 +478,7 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
         if src.kind == LIST:
             items = [(k, a) for k, a in src.arcs.items()]
         else:
-            items = [(k.lstrip(QUOTED), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
+            items = [(str(k), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
         for k, a in items:
             step()
             bindings = {cl.value: a}
@@ -545,7 +545,7 @@ def resolve(x: Any, env: Env | None) -> Any:
         if type(idx) is Bottom:
             return idx
         if type(idx) is str:
-            return select(b, QUOTED + idx if idx[:1] in "#_" else idx, x, quoted=True)
+            return select(b, key_of(idx), x)
         if type(idx) is not int:
             if not is_atom(idx):
                 return Bottom(f"incomplete index {fmt(idx)}", "incomplete", (x.pos,))
@@ -596,12 +596,12 @@ def package_field(p: SourcePackage, label: str, x: Any) -> Any:
     root.expand()
     arc = root.arcs.get(label)
     if arc is None or not arc.regular:
-        return Bottom(f"{p.path.split('/')[-1]}.{label.lstrip(QUOTED)} is not defined in package {p.path}", "eval",
+        return Bottom(f"{p.path.split('/')[-1]}.{label} is not defined in package {p.path}", "eval",
                       (x.pos,))
     return arc
 
 
-def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
+def select(b: Any, label: str, x: Any) -> Any:
     if type(b) is SourcePackage:
         return package_field(b, label, x)
     if type(b) is Package:
@@ -617,8 +617,8 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
         return b
     if type(b) is not Vertex:
         if b is TOP or type(b) in (BasicType, Conj):
-            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (value is incomplete)", "incomplete", (x.pos,))
-        return Bottom(f"invalid selector {label.lstrip(QUOTED)} on {fmt(b)} (not a struct)", "eval", (x.pos,))
+            return Bottom(f"undefined field: {label} (value is incomplete)", "incomplete", (x.pos,))
+        return Bottom(f"invalid selector {label} on {fmt(b)} (not a struct)", "eval", (x.pos,))
     if b.kind == LIST:
         return Bottom(f"invalid selector {label} on a list", "eval", (x.pos,))
     if b.kind == SCALAR and b.state == DONE:
@@ -626,8 +626,8 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
     arc = b.arcs.get(label)
     if arc is None or not (arc.regular or (b.state == EXPANDING and not arc.optional)):
         if b.state == EXPANDING:
-            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (cycle)", "incomplete", (x.pos,))
-        return Bottom(f"undefined field: {label.lstrip(QUOTED)}", "undefined", (x.pos,))
+            return Bottom(f"undefined field: {label} (cycle)", "incomplete", (x.pos,))
+        return Bottom(f"undefined field: {label}", "undefined", (x.pos,))
     return arc
 
 
@@ -1011,7 +1011,7 @@ def _len(fn: Func, x: ast.Call, env: Env | None) -> Any:
         if v.kind == LIST:
             return len(v.arcs)
         if v.kind == STRUCT:
-            return sum(1 for k, a in v.arcs.items() if a.regular and type(k) is str and k[:1] not in "#_")
+            return sum(1 for k, a in v.arcs.items() if a.regular and is_regular(k))
     if is_atom(v):
         return Bottom(f"invalid argument {fmt(v)} for len", "eval", (x.pos,))
     return Bottom(f"len: incomplete argument {fmt(v)}", "incomplete", (x.pos,))
@@ -1104,9 +1104,9 @@ def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
         v.state = DONE
         v.kind = STRUCT
         v.is_struct = 2
-        v.structs = [tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)]
+        v.structs = [tuple(Quoted(k) if k[:1] in "#_" else k for k in obj)]
         for k, x in obj.items():
-            key = QUOTED + k if k[:1] in "#_" else k
+            key = Quoted(k) if k[:1] in "#_" else k
             v.arcs[key] = _arc(x, v, key)
         return v
     if t is list:

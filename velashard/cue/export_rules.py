@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular
 from velashard.cue.errors import CueError
 from velashard.cue.limits import CTX, LimitExceeded
 from velashard.cue.values import NULL, Bottom, Conj, Disj, Validator, check_validator, default_of, fmt, is_atom
@@ -134,7 +134,7 @@ def _vertex_data(v: VertexBase, depth: int) -> Any:
                 if arc.required:
                     raise CueError("field is required but not present", "incomplete", _path(arc))
                 continue
-            out[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = _vertex_data(arc, depth + 1)
+            out[key if type(key) is str else str(key)] = _vertex_data(arc, depth + 1)
         return _validate(v, out)
     if v.kind == LIST:
         return _validate(v, [_vertex_data(a, depth + 1) for a in v.arcs.values()])

@@ -11,7 +11,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from velashard.cue.compiler import QUOTED
 from velashard.cue.values import NULL, Bottom
 
 NEW, EXPANDING, DONE = 0, 1, 2
@@ -109,7 +108,6 @@ class VertexBase:
             if type(label) is int:
                 parts.append(str(label))
             else:
-                label = label.lstrip(QUOTED)
                 parts.append(label if label.isidentifier() or label[:1] in "#_" else f'"{label}"')
             v = v.parent
         return ".".join(reversed(parts))

@@ -12,8 +12,7 @@ from typing import Any
 import yaml
 
 import velashard
-from velashard.workflow.data import plain
-from velashard.cue import CueError, Program, compile_sources, is_regular, label_text
+from velashard.cue import CueError, Program, compile_sources, is_regular, label_text, plain
 from velashard.cue.evaluator import Vertex
 from velashard.cue.values import BasicType, Disj
 from velashard.cue.vertex import LIST, STRUCT

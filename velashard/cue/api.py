@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from velashard.cue import ast
@@ -247,6 +248,19 @@ def _find(v: Vertex, path: tuple, marker: str, done: Any, depth: int) -> tuple |
                 if found is not None:
                     return found
     return None
+
+
+def plain(value: Any) -> Any:
+    """Exported data as JSON's: decimals (CUE's floats) become floats, bytes text."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def compile_package(path: str, text: str) -> SourcePackage:

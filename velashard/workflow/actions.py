@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from velashard.cue import CueError, Instance, Program, label_text
+from velashard.cue import CueError, Instance, Program, label_text, plain
 from velashard.kube import errors
-from velashard.workflow.data import plain
 from velashard.workflow.providers import provider
 from velashard.workflow.providers.base import ActionBreak, ProviderError, Runtime
 

@@ -11,10 +11,9 @@ from typing import Any, Protocol
 
 from cachetools import LRUCache
 
-from velashard.cue.api import Program, compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, Program, compile_sources, plain
 from velashard.workflow.context import MAX_CONTEXT_BYTES, WorkflowContext
-from velashard.workflow.data import get_path, plain, set_path, split_path
+from velashard.workflow.data import get_path, set_path, split_path
 from velashard.workflow.spec import StepSpec
 
 _CONDITIONS: LRUCache = LRUCache(maxsize=512)

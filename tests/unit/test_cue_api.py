@@ -226,3 +226,21 @@ parameter: who: string
     assert "conflicting values" in str(clash.error())
     with pytest.raises(CueError, match='package "acme/other" is not supported'):
         compile_sources({"t.cue": 'import "acme/other"\nx: 1\n'}, {"acme/ops": pkg})
+
+
+def test_a_program_cache_compiles_a_text_once_and_remembers_an_error():
+    from velashard.cue import ProgramCache
+    from velashard.cue.api import compile_package
+    cache = ProgramCache(maxsize=2)
+    first = cache.program({"a.cue": "x: 1\n"})
+    assert cache.program({"b.cue": "x: 1\n"}) is first  # the text is the key; names only label positions
+    with pytest.raises(CueError) as broken:
+        cache.program({"c.cue": "x: \n"})
+    with pytest.raises(CueError) as again:
+        cache.program({"c.cue": "x: \n"})
+    assert again.value is broken.value and "c.cue" in str(again.value)  # remembered, not compiled again
+    pkg = compile_package("acme/p", "y: 2\n")
+    with_package = cache.program({"a.cue": "x: 1\n"}, {"acme/p": pkg})
+    assert with_package is not first and with_package.packages == {"acme/p": pkg}
+    assert cache.info() == (2, 2)  # bounded: the least recently used went
+    assert cache.program({"a.cue": "x: 1\n"}) is not first

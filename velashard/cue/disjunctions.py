@@ -5,6 +5,7 @@ equal ones merge, defaults kept by flag)."""
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from typing import Any
 
 from velashard.cue import ast
@@ -111,6 +112,8 @@ class Disjunctions(VertexBase):
         chosen = alts[k][0]
         if chosen.expr is None:
             chosen = Conjunct(None, None, c.groups, c.closed, c.rec, c.embed, chosen.value)
+        if self.pending is None:
+            self.pending = deque()
         self.pending.append(chosen)
 
     def _resolve_disjunctions(self) -> None:

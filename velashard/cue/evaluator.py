@@ -15,6 +15,7 @@ this one; export to plain data is `export_rules.py`.
 
 from __future__ import annotations
 
+from collections import deque
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from functools import cmp_to_key
 from typing import Any, Iterator
@@ -138,9 +139,10 @@ class Vertex(Settling, Disjunctions):
     def _drain(self) -> None:
         while self.pending or self.comprs:
             while self.pending:
-                self._process(self.pending.pop(0))
+                self._process(self.pending.popleft())
             while self.comprs and not self.pending:
-                self._run_comprehension(self.comprs.pop(0))
+                self._run_comprehension(self.comprs.popleft())
+        self.pending = self.comprs = None
 
     def _process(self, c: Conjunct) -> None:
         step()
@@ -367,6 +369,8 @@ class Vertex(Settling, Disjunctions):
             elif t is ast.Embed:
                 self._process(Conjunct(d.x, env, groups, c.closed, rec, True))
             elif t is ast.Comprehension:
+                if self.comprs is None:
+                    self.comprs = deque()
                 self.comprs.append((d, env, groups, c.closed, rec))
 
     def _add_pattern(self, d: ast.Field, env: Env, groups: tuple, rec: bool) -> None:

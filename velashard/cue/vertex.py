@@ -8,6 +8,7 @@ so that every vertex is an `evaluator.Vertex`, and reach unification through `ex
 
 from __future__ import annotations
 
+from collections import deque
 from decimal import Decimal
 from typing import Any
 
@@ -80,11 +81,11 @@ class VertexBase:
         self.structs: list = []
         self.groups: dict = {}
         self.patterns: list = []  # evaluator.Pattern
-        self.comprs: list = []
+        self.comprs: deque | None = None  # comprehensions waiting for the fields before them (made when needed)
         self.disjs: list = []
         self.choices: list | None = None
         self.choice_i = 0
-        self.pending: list = []
+        self.pending: deque | None = None  # conjuncts a disjunction's chosen alternatives add (made when needed)
         self.err: Bottom | None = None
         self.alts: list | None = None
         self.regular = True

@@ -14,7 +14,7 @@ from velashard.cue.labels import is_regular, label_text
 from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
 from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
-from velashard.cue.limits import CTX, LimitExceeded, start
+from velashard.cue.limits import Context, LimitExceeded
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom, SourcePackage
 from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill
@@ -44,7 +44,7 @@ class Program:
         `(path, value)` of `fills` at its path (keys as `find_task` returns them; KubeVela's FillPath).
 
         The data is read as evaluation reaches it, not copied: leave it unchanged while the instance is used."""
-        root = Vertex(None, None)
+        root = Vertex(None, None, Context())
         for f in self.files:
             root.conjuncts.append(Conjunct(f.body, None))
         if data:
@@ -81,16 +81,15 @@ class Program:
 
 
 class Instance:
-    """One evaluation of a Program. Not shared between threads."""
+    """One evaluation of a Program, with its own evaluation context (limits.Context). Not shared between threads.
+    Each call below is bounded on its own: steps, nesting and the clock count from zero at its start."""
 
     def __init__(self, program: Program, root: Vertex) -> None:
         self.program = program
         self.root = root
-        self.packages: dict = {}
 
     def _run(self, fn: Any) -> Any:
-        start()
-        CTX.packages = self.packages
+        self.root.ctx.start()
         try:
             return fn()
         except RecursionError:
@@ -109,8 +108,8 @@ class Instance:
             if t is ast.Ident and x.target[0] == "field" and x.target[1] not in self.root.arcs:
                 return Bottom(f'reference "{x.name}" not found', "undefined", (x.pos,))
             if t is ast.Ident or t is ast.Selector or t is ast.Index:
-                return resolve(x, env)
-            return evaluate(x, env)
+                return resolve(self.root.ctx, x, env)
+            return evaluate(self.root.ctx, x, env)
         return self._run(run)
 
     def exists(self, expression: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from velashard.cue.labels import is_regular
 from velashard.cue.errors import CueError
-from velashard.cue.limits import CTX, LimitExceeded
+from velashard.cue.limits import LimitExceeded
 from velashard.cue.values import NULL, Bottom, Conj, Disj, Validator, check_validator, default_of, fmt, is_atom
 from velashard.cue.vertex import LIST, STRUCT, VertexBase
 
@@ -82,7 +82,7 @@ def first_error(v: VertexBase, depth: int = 0) -> CueError | None:
         return None if v.err.incomplete or v.err.kind == "undefined" else v.err.error(v.path())
     if v.alts is not None:
         return None
-    if depth > CTX.limits.depth:
+    if depth > v.ctx.limits.depth:
         raise LimitExceeded("value nested too deeply (a structural cycle?)")
     for arc in list(v.arcs.values()):
         if arc.regular or arc.required:

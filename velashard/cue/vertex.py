@@ -63,11 +63,13 @@ def data_value(x: Any) -> Any:
 
 class VertexBase:
     """A vertex's fields (see the module's docstring for the class that evaluates)."""
-    __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
+    __slots__ = ("ctx", "parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
                  "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs", "tails")
 
-    def __init__(self, parent: "VertexBase | None", label: Any) -> None:
+    def __init__(self, parent: "VertexBase | None", label: Any, ctx: Any = None) -> None:
+        # the evaluation this vertex belongs to (a limits.Context): its parent's, or given to a vertex without one
+        self.ctx = ctx if ctx is not None else parent.ctx
         self.parent = parent
         self.label = label
         self.conjuncts: list[Conjunct] = []

@@ -170,6 +170,26 @@ def test_data_becomes_values_only_where_evaluation_reaches() -> None:
     assert "parameter.n" in str(err.value)
 
 
+def test_labels_that_read_like_definitions_reach_callers_as_their_text():
+    from velashard.cue import label_text
+    program = compile_sources({"t.cue": '''
+outputs: {"#a": {v: 1}, _b: {v: 2}, "_c": {v: 3}, d: {v: 4}}
+steps: {"#run": {#do: "x"}, _hidden: {#do: "y"}}
+'''})
+    instance = program.evaluate()
+    keys = instance.fields("outputs")
+    assert keys == ["#a", "_c", "d"] and all(type(k) is str for k in keys)
+    data = instance.export("outputs")
+    assert data == {"#a": {"v": 1}, "_c": {"v": 3}, "d": {"v": 4}} and all(type(k) is str for k in data)
+    # the walk to actions: the quoted field is a regular one, the hidden one is walked too; its keys, as text
+    first = instance.find_task("#do")
+    assert [label_text(k) for k in first] == ["steps", "#run"] and instance.string_at(first + ("#do",)) == "x"
+    assert instance.find_task("#do", {first}) == ("steps", "_hidden")
+    assert type(label_text(first[1])) is str and label_text(3) == "3"
+    filled = program.evaluate(None, [(first + ("out",), 7)])
+    assert filled.export('steps["#run"].out') == 7
+
+
 def test_packages_written_in_cue_fills_and_the_walk_to_actions():
     from velashard.cue.api import compile_package
     pkg = compile_package("acme/ops", '''
@@ -219,3 +239,21 @@ def test_a_packages_hidden_fields_are_its_own():
         program = compile_sources({"t.cue": f'import "acme/ops"\ny: ops.{hidden}\n'}, {"acme/ops": pkg})
         with pytest.raises(CueError, match=f"ops.{hidden} is not defined in package acme/ops"):
             program.evaluate().export()
+
+
+def test_a_program_cache_compiles_a_text_once_and_remembers_an_error():
+    from velashard.cue import ProgramCache
+    from velashard.cue.api import compile_package
+    cache = ProgramCache(maxsize=2)
+    first = cache.program({"a.cue": "x: 1\n"})
+    assert cache.program({"b.cue": "x: 1\n"}) is first  # the text is the key; names only label positions
+    with pytest.raises(CueError) as broken:
+        cache.program({"c.cue": "x: \n"})
+    with pytest.raises(CueError) as again:
+        cache.program({"c.cue": "x: \n"})
+    assert again.value is broken.value and "c.cue" in str(again.value)  # remembered, not compiled again
+    pkg = compile_package("acme/p", "y: 2\n")
+    with_package = cache.program({"a.cue": "x: 1\n"}, {"acme/p": pkg})
+    assert with_package is not first and with_package.packages == {"acme/p": pkg}
+    assert cache.info() == (2, 2)  # bounded: the least recently used went
+    assert cache.program({"a.cue": "x: 1\n"}) is not first

@@ -9,7 +9,7 @@ from velashard.core.builtins import builtin_definitions
 from velashard.core.health import definition_status, resource_health
 from velashard.core.render_cache import render_count
 from velashard.core.rendering import Definitions, RenderError, render_app
-from velashard.core.templates import template_cache_info
+from velashard.cue.programs import PROGRAMS
 from velashard.core.revisions import app_hash, revisions_to_prune
 from velashard.core.usage import used_definitions
 from velashard.core.appworkflow import app_phase
@@ -150,9 +150,9 @@ def test_kube_schematic_and_caches():
         render_app(app({"name": "k", "type": "kube-worker", "properties": {}}), defs, 1)
     tdefs = custom_defs(CONFIGMAP)
     render_app(app({"name": "c", "type": "custom"}), tdefs, 1)
-    programs, rendered_before = template_cache_info()[0], render_count()
+    programs, rendered_before = PROGRAMS.info()[0], render_count()
     render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
-    assert template_cache_info()[0] == programs  # the same template text: compiled once
+    assert PROGRAMS.info()[0] == programs  # the same template text: compiled once
     assert render_count() == rendered_before + 1  # a new revision renders once
     render_app(app({"name": "c", "type": "custom"}), tdefs, 2)
     assert render_count() == rendered_before + 1  # a re-sync evaluates nothing

@@ -19,7 +19,7 @@ from velashard.core.policies import with_overrides
 from velashard.core.rendered import lookup_order
 from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
 from velashard.core.templates import app_context
-from velashard.workflow.data import plain
+from velashard.cue import plain
 from velashard.workflow.executor import plan
 from velashard.workflow.spec import parse_workflow
 

@@ -12,9 +12,7 @@ from typing import Any
 import yaml
 
 import velashard
-from velashard.workflow.data import plain
-from velashard.cue.api import Program, compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, Program, compile_sources, is_regular, label_text, plain
 from velashard.cue.evaluator import Vertex
 from velashard.cue.values import BasicType, Disj
 from velashard.cue.vertex import LIST, STRUCT
@@ -63,7 +61,7 @@ class Addon:
         if type(value) is not Vertex:
             return {}
         value.expand()
-        return {k: _kind(a) for k, a in value.arcs.items() if isinstance(k, str) and k[:1] not in "#_"}
+        return {label_text(k): _kind(a) for k, a in value.arcs.items() if type(k) is not int and is_regular(k)}
 
     def render(self, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         known = self.parameters()

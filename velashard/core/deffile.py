@@ -22,9 +22,7 @@ import re
 from typing import Any
 
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
-from velashard.workflow.data import plain
-from velashard.cue.api import compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, compile_sources, plain
 from velashard.cue.lexer import tokenize
 from velashard.cue.parser import parse_file
 

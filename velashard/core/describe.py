@@ -10,7 +10,7 @@ from typing import Any
 
 from velashard.core.templates import compile_template
 from velashard.workflow.templates import compile_step
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, is_regular, label_text
 from velashard.cue.evaluator import Vertex
 from velashard.cue.export import tail_element
 from velashard.cue.export_rules import to_data
@@ -81,7 +81,7 @@ def _pattern_type(v: Vertex) -> str:
 
 
 def _fields(v: Vertex) -> list[str]:
-    return [k for k in v.arcs if isinstance(k, str) and not k.startswith(("#", "_", "\x00"))]
+    return [k for k in v.arcs if type(k) is not int and is_regular(k)]
 
 
 def _default(v: Vertex) -> str:
@@ -136,10 +136,10 @@ def _tables(v: Vertex, path: str) -> list[Table]:
         arc.expand()
         default = _default(arc)
         required = not arc.optional and not default and not _all_defaulted(arc)
-        rows.append(Row(key, _comment(arc, "usage") or "", _type(arc), required, default))
+        rows.append(Row(label_text(key), _comment(arc, "usage") or "", _type(arc), required, default))
         inner = _nested(arc)
         if inner is not None:
-            nested.extend(_tables(inner, f"{path}.{key}" if path else key))
+            nested.extend(_tables(inner, f"{path}.{key}" if path else label_text(key)))
     rows.sort(key=lambda r: (not r.required, r.name))
     return [Table(path, tuple(rows))] + nested
 

@@ -10,8 +10,7 @@ from typing import Any
 from velashard.core.programreads import Path, context_paths, readable, value_at
 from velashard.core.slotcache import SlotCache, digest
 from velashard.core.templates import compile_template
-from velashard.workflow.data import plain
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, plain
 
 # One verdict per app part and status program (the latest inputs'); the bound only drops apps long gone.
 _RESULTS = SlotCache(maxsize=1 << 16)

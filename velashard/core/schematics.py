@@ -9,8 +9,7 @@ from typing import Any
 
 from velashard.core.rendered import RenderError
 from velashard.core.templates import compile_template
-from velashard.workflow.data import plain
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, plain
 from velashard.patch.copying import copy_json
 
 

@@ -1,21 +1,15 @@
-"""Definitions' CUE templates: compiled once per text (so once per definition generation) and shared by every
-evaluation and thread; the context KubeVela gives them."""
+"""Definitions' CUE templates: compiled once per text (so once per definition generation, by cue/'s program
+cache) and shared by every evaluation and thread; the context KubeVela gives them."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from typing import Any
 
-from cachetools import LRUCache
+from velashard.cue import Program, compile_cached
 
-from velashard.cue.api import Program, compile_sources
-from velashard.cue.errors import CueError
-
-_PROGRAMS: LRUCache = LRUCache(maxsize=512)
 _DECLARED = "context: _\nparameter: _\n"
-_LOCK = threading.Lock()
 
 # What KubeVela reports for a cluster whose version is not known; the controller passes the real one.
 DEFAULT_CLUSTER_VERSION = {"major": "1", "minor": 32, "gitVersion": "v1.32.0", "platform": "linux/amd64"}
@@ -25,24 +19,7 @@ def compile_template(text: str, name: str = "template.cue") -> Program:
     """The compiled program of a template (cached by its text); CueError names line and column. `context` and
     `parameter` are declared beside the template (in a file of their own, so that positions stay the
     template's), as KubeVela does, so that references to them resolve; the values come with each evaluation."""
-    key = hashlib.sha256(text.encode()).digest()
-    with _LOCK:  # an LRU cache reorders itself on reads: workers share it
-        found = _PROGRAMS.get(key)
-    if found is None:
-        try:
-            found = compile_sources({name: text, "velashard-context.cue": _DECLARED})
-        except CueError as err:
-            found = err
-        with _LOCK:
-            _PROGRAMS[key] = found
-    if isinstance(found, CueError):
-        raise found
-    return found
-
-
-def template_cache_info() -> tuple[int, int]:
-    return len(_PROGRAMS), _PROGRAMS.maxsize
-
+    return compile_cached({name: text, "velashard-context.cue": _DECLARED})
 
 
 def component_revision(component: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from velashard.cue import ast
@@ -9,11 +10,11 @@ from velashard.cue.compiler import Compiler, Scope
 from velashard.cue.encode import go_json, go_yaml
 from velashard.cue.errors import CueError
 from velashard.cue.builtins import PACKAGES
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular, label_text
 from velashard.cue.evaluator import Env, Vertex, evaluate, resolve
 from velashard.cue.export_rules import first_error, ordered_keys, to_data
 from velashard.cue.export import TagTree, tag_tree
-from velashard.cue.limits import CTX, LimitExceeded, start
+from velashard.cue.limits import Context, LimitExceeded
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom, SourcePackage
 from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill
@@ -43,7 +44,7 @@ class Program:
         `(path, value)` of `fills` at its path (keys as `find_task` returns them; KubeVela's FillPath).
 
         The data is read as evaluation reaches it, not copied: leave it unchanged while the instance is used."""
-        root = Vertex(None, None)
+        root = Vertex(None, None, Context())
         for f in self.files:
             root.conjuncts.append(Conjunct(f.body, None))
         if data:
@@ -80,16 +81,15 @@ class Program:
 
 
 class Instance:
-    """One evaluation of a Program. Not shared between threads."""
+    """One evaluation of a Program, with its own evaluation context (limits.Context). Not shared between threads.
+    Each call below is bounded on its own: steps, nesting and the clock count from zero at its start."""
 
     def __init__(self, program: Program, root: Vertex) -> None:
         self.program = program
         self.root = root
-        self.packages: dict = {}
 
     def _run(self, fn: Any) -> Any:
-        start()
-        CTX.packages = self.packages
+        self.root.ctx.start()
         try:
             return fn()
         except RecursionError:
@@ -108,8 +108,8 @@ class Instance:
             if t is ast.Ident and x.target[0] == "field" and x.target[1] not in self.root.arcs:
                 return Bottom(f'reference "{x.name}" not found', "undefined", (x.pos,))
             if t is ast.Ident or t is ast.Selector or t is ast.Index:
-                return resolve(x, env)
-            return evaluate(x, env)
+                return resolve(self.root.ctx, x, env)
+            return evaluate(self.root.ctx, x, env)
         return self._run(run)
 
     def exists(self, expression: str) -> bool:
@@ -126,7 +126,7 @@ class Instance:
             v.expand()
             if v.kind != STRUCT:
                 return []
-            return [k.lstrip(QUOTED) if k[:1] == QUOTED else k for k in ordered_keys(v)
+            return [label_text(k) for k in ordered_keys(v)
                     if is_regular(k) and v.arcs[k].regular]
         return self._run(run)
 
@@ -196,7 +196,7 @@ class Instance:
 
 
 def _path_text(path: tuple) -> str:
-    return ".".join(str(k).lstrip(QUOTED) for k in path)
+    return ".".join(label_text(k) for k in path)
 
 
 def _at(v: Vertex, path: tuple) -> Vertex | None:
@@ -247,6 +247,19 @@ def _find(v: Vertex, path: tuple, marker: str, done: Any, depth: int) -> tuple |
                 if found is not None:
                     return found
     return None
+
+
+def plain(value: Any) -> Any:
+    """Exported data as JSON's: decimals (CUE's floats) become floats, bytes text."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def compile_package(path: str, text: str) -> SourcePackage:

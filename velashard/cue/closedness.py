@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular, label_text
 from velashard.cue.values import Bottom, unify_scalar
 from velashard.cue.vertex import VertexBase
 
@@ -27,9 +27,9 @@ class Group:
 
 
 def pattern_matches(match: Any, key: Any) -> bool:
-    if type(key) is not str or not is_regular(key):
+    if type(key) is int or not is_regular(key):
         return False
-    return type(unify_scalar(match, key.lstrip(QUOTED))) is not Bottom
+    return type(unify_scalar(match, label_text(key))) is not Bottom
 
 
 
@@ -49,7 +49,7 @@ class Closedness(VertexBase):
         n = len(patterns)
         for key, arc in list(self.arcs.items()):
             seen = arc.pat_seen
-            if seen < n and type(key) is str:
+            if seen < n and type(key) is not int:
                 arc.pat_seen = n
                 for p in patterns[seen:]:
                     if pattern_matches(p.match, key):
@@ -60,7 +60,7 @@ class Closedness(VertexBase):
         if not closed:
             return
         for key, arc in self.arcs.items():
-            if type(key) is not str or not is_regular(key):
+            if type(key) is int or not is_regular(key):
                 continue
             for g in closed:
                 if not g.allows(key):

@@ -7,23 +7,15 @@ from __future__ import annotations
 from velashard.cue import ast
 from velashard.cue.builtins import PACKAGES, UNIVERSE
 from velashard.cue.errors import CueError
+from velashard.cue.labels import is_regular, key_of
 
-# A quoted label that starts like a definition or a hidden field is still a regular field: it gets
-# this prefix inside the evaluator so that it can never be mistaken for one.
-QUOTED = "\x00"
 MAX_SCOPE_DEPTH = 400
 
 
 def label_key(label: ast.Label) -> str:
     if label.kind == "ident":
         return label.name
-    name = label.name
-    return QUOTED + name if name[:1] in "#_" else name
-
-
-def is_regular(key: str) -> bool:
-    """Exported data fields: not definitions (#x), not hidden (_x)."""
-    return not (key[:1] == "#" or key[:1] == "_" or key[:2] == "_#")
+    return key_of(label.name)
 
 
 class Scope:

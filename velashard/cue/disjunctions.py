@@ -5,10 +5,11 @@ equal ones merge, defaults kept by flag)."""
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from typing import Any
 
 from velashard.cue import ast
-from velashard.cue.limits import CTX, LimitExceeded
+from velashard.cue.limits import LimitExceeded
 from velashard.cue.values import TOP, Bottom, same_value
 from velashard.cue.vertex import LIST, SCALAR, Conjunct, VertexBase
 
@@ -74,7 +75,7 @@ def vertices_equal(a: VertexBase, b: VertexBase) -> bool:
         return same_value(sa, sb)
     ka = [k for k, v in a.arcs.items() if v.regular]
     kb = [k for k, v in b.arcs.items() if v.regular]
-    if sorted(map(str, ka)) != sorted(map(str, kb)):
+    if set(ka) != set(kb):  # `"#a"` and `#a` are two labels
         return False
     if a.kind == LIST and a.list_open != b.list_open:
         return False
@@ -90,7 +91,7 @@ def deep_error(v: VertexBase, depth: int = 0) -> Bottom | None:
         return None if v.err.incomplete else v.err
     if v.alts is not None:
         return None
-    if depth > CTX.limits.depth:
+    if depth > v.ctx.limits.depth:
         raise LimitExceeded("value nested too deeply (a structural cycle?)")
     for arc in list(v.arcs.values()):
         if arc.regular:
@@ -111,6 +112,8 @@ class Disjunctions(VertexBase):
         chosen = alts[k][0]
         if chosen.expr is None:
             chosen = Conjunct(None, None, c.groups, c.closed, c.rec, c.embed, chosen.value)
+        if self.pending is None:
+            self.pending = deque()
         self.pending.append(chosen)
 
     def _resolve_disjunctions(self) -> None:
@@ -120,14 +123,14 @@ class Disjunctions(VertexBase):
         total = 1
         for alts, _ in disjs:
             total *= len(alts)
-        if total > CTX.limits.disjunction_combinations:
-            raise LimitExceeded(f"{self.path() or 'value'}: more than {CTX.limits.disjunction_combinations} "
-                                "combinations of disjunctions")
+        limit = self.ctx.limits.disjunction_combinations
+        if total > limit:
+            raise LimitExceeded(f"{self.path() or 'value'}: more than {limit} combinations of disjunctions")
         results: list = []
         first_err: Bottom | None = None
         has_marks = [any(d for _, d in alts) for alts, _ in disjs]
         for combo in itertools.product(*[range(len(alts)) for alts, _ in disjs]):
-            clone = type(self)(self.parent, self.label)
+            clone = type(self)(self.parent, self.label, self.ctx)
             clone.conjuncts = self.conjuncts
             clone.regular, clone.optional, clone.required = self.regular, self.optional, self.required
             clone.docs = self.docs

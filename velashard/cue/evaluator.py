@@ -11,21 +11,26 @@ Unifying a vertex evaluates expressions, and evaluating an expression (a struct,
 builds vertices: both are here. A vertex's fields are `vertex.py`'s; what settles it (`settle.py`,
 `closedness.py`) and resolves its disjunctions (`disjunctions.py`) are methods it inherits from modules below
 this one; export to plain data is `export_rules.py`.
+
+What one evaluation carries through it (its counters against the limits, its clock, its copies of imported
+packages) is its `limits.Context`, as CUE's OpContext: every vertex holds its evaluation's, and the functions
+that evaluate expressions take it as their first argument. Nothing is kept per thread.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from decimal import Decimal, DivisionByZero, InvalidOperation
 from functools import cmp_to_key
 from typing import Any, Iterator
 
 from velashard.cue import ast
-from velashard.cue.compiler import QUOTED, is_regular
 from velashard.cue.closedness import Group
 from velashard.cue.disjunctions import Disjunctions, flatten_disjunction
 from velashard.cue.errors import CueError
 from velashard.cue.export_rules import to_data
-from velashard.cue.limits import CTX, LimitExceeded, check_time, step
+from velashard.cue.labels import Quoted, is_regular, key_of
+from velashard.cue.limits import Context, LimitExceeded
 from velashard.cue.regex import compile_regex
 from velashard.cue.settle import Settling
 from velashard.cue.values import (K_BYTES, K_INT, K_LIST, K_NUMBER, K_STRING, K_STRUCT, NULL,
@@ -53,12 +58,12 @@ class Env:
         self.parent, self.vertex, self.bindings = parent, vertex, bindings
         self.lets: dict | None = None
 
-    def let_value(self, decl: ast.LetDecl) -> "Vertex":
+    def let_value(self, ctx: Context, decl: ast.LetDecl) -> "Vertex":
         if self.lets is None:
             self.lets = {}
         v = self.lets.get(decl)
         if v is None:
-            v = Vertex(self.vertex, None)
+            v = Vertex(self.vertex, None, ctx)
             v.conjuncts.append(Conjunct(decl.x, self))
             self.lets[decl] = v
         return v
@@ -72,7 +77,7 @@ class Pattern:
         self.match, self.value, self.env, self.alias, self.groups = match, value, env, alias, groups
 
     def conjunct(self, key: str) -> Conjunct:
-        env = Env(self.env, None, {self.alias: key.lstrip(QUOTED)}) if self.alias else self.env
+        env = Env(self.env, None, {self.alias: str(key)}) if self.alias else self.env
         if self.groups is not None:
             return Conjunct(self.value, env, tuple((g, key) for g in self.groups), True, True)
         return Conjunct(self.value, env)
@@ -113,7 +118,7 @@ class Vertex(Settling, Disjunctions):
         if self.state != NEW:
             return
         self.state = EXPANDING
-        ctx = CTX
+        ctx = self.ctx
         ctx.depth += 1
         try:
             if ctx.depth > ctx.limits.depth:
@@ -138,12 +143,13 @@ class Vertex(Settling, Disjunctions):
     def _drain(self) -> None:
         while self.pending or self.comprs:
             while self.pending:
-                self._process(self.pending.pop(0))
+                self._process(self.pending.popleft())
             while self.comprs and not self.pending:
-                self._run_comprehension(self.comprs.pop(0))
+                self._run_comprehension(self.comprs.popleft())
+        self.pending = self.comprs = None
 
     def _process(self, c: Conjunct) -> None:
-        step()
+        self.ctx.step()
         x = c.expr
         if x is None:
             self._add_value(c.value, c)
@@ -152,7 +158,7 @@ class Vertex(Settling, Disjunctions):
         if t is ast.StructLit:
             self._add_struct(x, c)
         elif t is ast.Ident or t is ast.Selector or t is ast.Index:
-            r = resolve(x, c.env)
+            r = resolve(self.ctx, x, c.env)
             if type(r) is Vertex:
                 self._add_vertex(r, c)
             else:
@@ -174,7 +180,7 @@ class Vertex(Settling, Disjunctions):
         elif t is ast.Unary and x.op == "*":
             self._process(c.with_expr(x.x))
         else:
-            self._add_value(evaluate(x, c.env), c, x)
+            self._add_value(evaluate(self.ctx, x, c.env), c, x)
 
     def _set_err(self, b: Bottom) -> None:
         if self.err is None or (self.err.incomplete and not b.incomplete):
@@ -184,7 +190,7 @@ class Vertex(Settling, Disjunctions):
         if r is self:
             return
         key = (id(self), id(r))
-        copying = CTX.copying
+        copying = self.ctx.copying
         if key in copying:
             return  # a reference cycle adds nothing new
         label = r.label
@@ -263,7 +269,7 @@ class Vertex(Settling, Disjunctions):
         if type(obj) is list:
             self.lists.append(([Conjunct(None, None, value=data_value(x)) for x in obj], None))
             return
-        keys = tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)
+        keys = tuple(Quoted(k) if k[:1] in "#_" else k for k in obj)
         self.is_struct = 2
         self.structs.append(keys)
         if c.embed and c.groups:  # embedded data (`{c}` under a definition): its fields are allowed
@@ -327,9 +333,9 @@ class Vertex(Settling, Disjunctions):
                 if kind == "ident":
                     key = lab.name
                 elif kind == "string":
-                    key = QUOTED + lab.name if lab.name[:1] in "#_" else lab.name
+                    key = key_of(lab.name)
                 elif kind == "dynamic":
-                    kv = default_of(evaluate(lab.expr, env))
+                    kv = default_of(evaluate(self.ctx, lab.expr, env))
                     if type(kv) is Vertex:
                         kv = kv.value()
                     if type(kv) is Bottom:
@@ -339,7 +345,7 @@ class Vertex(Settling, Disjunctions):
                         self._set_err(Bottom(f"invalid label {fmt(kv)}: a dynamic label must be a string", "eval",
                                              (lab.pos,)))
                         continue
-                    key = QUOTED + kv if kv[:1] in "#_" else kv
+                    key = key_of(kv)
                     for g in groups:
                         self.groups[g].labels.add(key)
                     self.is_struct = 2
@@ -356,7 +362,7 @@ class Vertex(Settling, Disjunctions):
                     arc.docs.append(d.comments)
                 if rec:
                     fc = Conjunct(d.value, env, tuple((g, key) for g in groups), True, True)
-                elif key[:1] == "#" or key[:2] == "_#":
+                elif type(key) is str and (key[:1] == "#" or key[:2] == "_#"):
                     fc = Conjunct(d.value, env, (), False, True)
                 else:
                     fc = Conjunct(d.value, env)
@@ -367,10 +373,12 @@ class Vertex(Settling, Disjunctions):
             elif t is ast.Embed:
                 self._process(Conjunct(d.x, env, groups, c.closed, rec, True))
             elif t is ast.Comprehension:
+                if self.comprs is None:
+                    self.comprs = deque()
                 self.comprs.append((d, env, groups, c.closed, rec))
 
     def _add_pattern(self, d: ast.Field, env: Env, groups: tuple, rec: bool) -> None:
-        match = default_of(evaluate(d.label.expr, env))
+        match = default_of(evaluate(self.ctx, d.label.expr, env))
         if type(match) is Bottom:
             self._set_err(match)
             return
@@ -382,7 +390,7 @@ class Vertex(Settling, Disjunctions):
     def _run_comprehension(self, item: tuple) -> None:
         d, env, groups, closed, rec = item
         try:
-            for env_i in clauses(d.clauses, 0, env):
+            for env_i in clauses(self.ctx, d.clauses, 0, env):
                 self._add_struct(d.body, Conjunct(d.body, env_i, groups, closed, rec, True))
         except Fail as f:
             self._set_err(f.bottom)
@@ -394,10 +402,10 @@ class Vertex(Settling, Disjunctions):
         try:
             for e in lit.elems:
                 if type(e) is ast.Comprehension:
-                    for env_i in clauses(e.clauses, 0, env):
+                    for env_i in clauses(self.ctx, e.clauses, 0, env):
                         elems.append(Conjunct(e.body, env_i, groups, c.rec, c.rec))
-                        if len(elems) > CTX.limits.list_length:
-                            raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
+                        if len(elems) > self.ctx.limits.list_length:
+                            raise LimitExceeded(f"list longer than {self.ctx.limits.list_length} elements")
                 else:
                     elems.append(Conjunct(e, env, groups, c.rec, c.rec))
         except Fail as f:
@@ -416,7 +424,7 @@ class Vertex(Settling, Disjunctions):
             if te is ast.StructLit or te is ast.ListLit:
                 structural = True
                 break
-            v = evaluate(e, c.env)
+            v = evaluate(self.ctx, e, c.env)
             if type(v) is Vertex:
                 structural = True
                 break
@@ -460,14 +468,14 @@ class Vertex(Settling, Disjunctions):
 
 
 # ---- comprehension clauses -------------------------------------------------------------------
-def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
+def clauses(ctx: Context, cls: list, i: int, env: Env) -> Iterator[Env]:
     if i == len(cls):
         yield env
         return
     cl = cls[i]
     t = type(cl)
     if t is ast.ForClause:
-        src = default_of(evaluate(cl.source, env))
+        src = default_of(evaluate(ctx, cl.source, env))
         if type(src) is Bottom:
             raise Fail(src if src.positions else Bottom(src.message, src.kind, (cl.source.pos,)))
         if type(src) is not Vertex:
@@ -478,15 +486,15 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
         if src.kind == LIST:
             items = [(k, a) for k, a in src.arcs.items()]
         else:
-            items = [(k.lstrip(QUOTED), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
+            items = [(str(k), a) for k, a in list(src.arcs.items()) if is_regular(k) and a.regular]
         for k, a in items:
-            step()
+            ctx.step()
             bindings = {cl.value: a}
             if cl.key:
                 bindings[cl.key] = k
-            yield from clauses(cls, i + 1, Env(env, None, bindings))
+            yield from clauses(ctx, cls, i + 1, Env(env, None, bindings))
     elif t is ast.IfClause:
-        c = default_of(evaluate(cl.cond, env))
+        c = default_of(evaluate(ctx, cl.cond, env))
         if type(c) is Bottom:
             raise Fail(c if c.positions else Bottom(c.message, c.kind, (cl.cond.pos,)))
         if type(c) is not bool:
@@ -494,15 +502,15 @@ def clauses(cls: list, i: int, env: Env) -> Iterator[Env]:
                 raise Fail(Bottom(f"incomplete condition {fmt(c)}", "incomplete", (cl.cond.pos,)))
             raise Fail(Bottom(f"cannot use {fmt(c)} as type bool in if clause", "eval", (cl.cond.pos,)))
         if c:
-            yield from clauses(cls, i + 1, env)
+            yield from clauses(ctx, cls, i + 1, env)
     else:
-        v = Vertex(env.vertex if env is not None else None, None)
+        v = Vertex(env.vertex if env is not None else None, None, ctx)
         v.conjuncts.append(Conjunct(cl.x, env))
-        yield from clauses(cls, i + 1, Env(env, None, {cl.name: v}))
+        yield from clauses(ctx, cls, i + 1, Env(env, None, {cl.name: v}))
 
 
 # ---- expressions -----------------------------------------------------------------------------
-def resolve(x: Any, env: Env | None) -> Any:
+def resolve(ctx: Context, x: Any, env: Env | None) -> Any:
     """A reference's target: a Vertex (not yet evaluated), or a value (builtins, bindings, errors)."""
     t = type(x)
     if t is ast.Ident:
@@ -519,7 +527,7 @@ def resolve(x: Any, env: Env | None) -> Any:
         if kind == "var":
             return e.bindings[key]
         if kind == "let":
-            return e.let_value(key)
+            return e.let_value(ctx, key)
         if kind == "builtin":
             from velashard.cue.builtins import UNIVERSE
             return UNIVERSE[key]
@@ -531,30 +539,33 @@ def resolve(x: Any, env: Env | None) -> Any:
         base = x.x
         tb = type(base)
         if tb is ast.Ident or tb is ast.Selector or tb is ast.Index:
-            b = resolve(base, env)
+            b = resolve(ctx, base, env)
         else:
-            b = evaluate(base, env)
-        return select(b, x.label, x)
+            b = evaluate(ctx, base, env)
+        return select(ctx, b, x.label, x)
     if t is ast.Index:
         base = x.x
         tb = type(base)
-        b = resolve(base, env) if (tb is ast.Ident or tb is ast.Selector or tb is ast.Index) else evaluate(base, env)
-        idx = default_of(evaluate(x.index, env))
+        if tb is ast.Ident or tb is ast.Selector or tb is ast.Index:
+            b = resolve(ctx, base, env)
+        else:
+            b = evaluate(ctx, base, env)
+        idx = default_of(evaluate(ctx, x.index, env))
         if type(idx) is Vertex:
             idx = idx.value()
         if type(idx) is Bottom:
             return idx
         if type(idx) is str:
-            return select(b, QUOTED + idx if idx[:1] in "#_" else idx, x, quoted=True)
+            return select(ctx, b, key_of(idx), x)
         if type(idx) is not int:
             if not is_atom(idx):
                 return Bottom(f"incomplete index {fmt(idx)}", "incomplete", (x.pos,))
             return Bottom(f"invalid index {fmt(idx)} (want int or string)", "eval", (x.pos,))
         return index_list(b, idx, x)
-    return evaluate(x, env)
+    return evaluate(ctx, x, env)
 
 
-def source_vertex(m: CueSource) -> "Vertex":
+def source_vertex(ctx: Context, m: CueSource) -> "Vertex":
     """A package member written in CUE: compiled once, a fresh value per use."""
     if m.expr is None:
         from velashard.cue.compiler import Compiler, Scope
@@ -562,7 +573,7 @@ def source_vertex(m: CueSource) -> "Vertex":
         x = parse_expr(m.text, "<builtin>")
         Compiler([]).expr(x, Scope(None, {}))
         m.expr = x
-    return temp_vertex(m.expr, None)
+    return temp_vertex(ctx, m.expr, None)
 
 
 def _struct_of(b: Any, x: Any) -> Any:
@@ -586,40 +597,41 @@ def _struct_of(b: Any, x: Any) -> Any:
     return b
 
 
-def package_field(p: SourcePackage, label: str, x: Any) -> Any:
+def package_field(ctx: Context, p: SourcePackage, label: str, x: Any) -> Any:
     """A field of a package written in CUE, from this evaluation's own copy of the package."""
-    root = CTX.packages.get(p)
+    root = ctx.packages.get(p)
     if root is None:
-        root = Vertex(None, None)
+        root = Vertex(None, None, ctx)
         root.conjuncts.append(Conjunct(p.body, None))
-        CTX.packages[p] = root
+        ctx.packages[p] = root
     root.expand()
     arc = root.arcs.get(label)
-    # a hidden field (_x, _#x) is its package's own: an importer does not see it (CUE's scoping)
-    if arc is None or not arc.regular or label[:1] == "_":
-        return Bottom(f"{p.path.split('/')[-1]}.{label.lstrip(QUOTED)} is not defined in package {p.path}", "eval",
+    # a hidden field (_x, _#x) is its package's own: an importer does not see it (CUE's scoping); a quoted
+    # label ("_x") is a regular field
+    if arc is None or not arc.regular or (type(label) is str and label[:1] == "_"):
+        return Bottom(f"{p.path.split('/')[-1]}.{label} is not defined in package {p.path}", "eval",
                       (x.pos,))
     return arc
 
 
-def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
+def select(ctx: Context, b: Any, label: str, x: Any) -> Any:
     if type(b) is SourcePackage:
-        return package_field(b, label, x)
+        return package_field(ctx, b, label, x)
     if type(b) is Package:
         m = b.members.get(label)
         if m is None:
             return Bottom(f"{b.path.split('/')[-1]}.{label} is not a function of package {b.path} (or not "
                           "supported by this evaluator)", "eval", (x.pos,))
         if type(m) is CueSource:
-            return source_vertex(m)
+            return source_vertex(ctx, m)
         return m
     b = _struct_of(b, x)
     if type(b) is Bottom:
         return b
     if type(b) is not Vertex:
         if b is TOP or type(b) in (BasicType, Conj):
-            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (value is incomplete)", "incomplete", (x.pos,))
-        return Bottom(f"invalid selector {label.lstrip(QUOTED)} on {fmt(b)} (not a struct)", "eval", (x.pos,))
+            return Bottom(f"undefined field: {label} (value is incomplete)", "incomplete", (x.pos,))
+        return Bottom(f"invalid selector {label} on {fmt(b)} (not a struct)", "eval", (x.pos,))
     if b.kind == LIST:
         return Bottom(f"invalid selector {label} on a list", "eval", (x.pos,))
     if b.kind == SCALAR and b.state == DONE:
@@ -627,8 +639,8 @@ def select(b: Any, label: str, x: Any, quoted: bool = False) -> Any:
     arc = b.arcs.get(label)
     if arc is None or not (arc.regular or (b.state == EXPANDING and not arc.optional)):
         if b.state == EXPANDING:
-            return Bottom(f"undefined field: {label.lstrip(QUOTED)} (cycle)", "incomplete", (x.pos,))
-        return Bottom(f"undefined field: {label.lstrip(QUOTED)}", "undefined", (x.pos,))
+            return Bottom(f"undefined field: {label} (cycle)", "incomplete", (x.pos,))
+        return Bottom(f"undefined field: {label}", "undefined", (x.pos,))
     return arc
 
 
@@ -656,64 +668,64 @@ def index_list(b: Any, i: int, x: Any) -> Any:
     return arc
 
 
-def evaluate(x: Any, env: Env | None) -> Any:
-    step()
+def evaluate(ctx: Context, x: Any, env: Env | None) -> Any:
+    ctx.step()
     t = type(x)
     if t is ast.Lit:
         return NULL if x.kind == "null" else x.value
     if t is ast.Ident or t is ast.Selector or t is ast.Index:
-        r = resolve(x, env)
+        r = resolve(ctx, x, env)
         if type(r) is Vertex:
             return r.value()
         return r
     if t is ast.Binary:
-        return binary(x, env)
+        return binary(ctx, x, env)
     if t is ast.Unary:
-        return unary(x, env)
+        return unary(ctx, x, env)
     if t is ast.Call:
-        return call(x, env)
+        return call(ctx, x, env)
     if t is ast.Interp:
-        return interpolate(x, env)
+        return interpolate(ctx, x, env)
     if t is ast.Paren:
-        return evaluate(x.x, env)
+        return evaluate(ctx, x.x, env)
     if t is ast.BottomLit:
         return Bottom("explicit error (_|_ literal) in source", "eval", (x.pos,))
     if t is ast.StructLit or t is ast.ListLit:
-        return temp_vertex(x, env).value()
+        return temp_vertex(ctx, x, env).value()
     if t is ast.Slice:
-        return slice_list(x, env)
+        return slice_list(ctx, x, env)
     return Bottom(f"cannot evaluate {type(x).__name__}", "eval", (x.pos,))
 
 
-def temp_vertex(x: Any, env: Env | None) -> Vertex:
-    v = Vertex(env.vertex if env is not None and env.vertex is not None else None, None)
+def temp_vertex(ctx: Context, x: Any, env: Env | None) -> Vertex:
+    v = Vertex(env.vertex if env is not None and env.vertex is not None else None, None, ctx)
     v.conjuncts.append(Conjunct(x, env))
     v.expand()
     return v
 
 
-def operand(x: Any, env: Env | None) -> Any:
-    v = default_of(evaluate(x, env))
+def operand(ctx: Context, x: Any, env: Env | None) -> Any:
+    v = default_of(evaluate(ctx, x, env))
     return v
 
 
-def binary(x: ast.Binary, env: Env | None) -> Any:
+def binary(ctx: Context, x: ast.Binary, env: Env | None) -> Any:
     op = x.op
     if op == "&":
-        a = evaluate(x.x, env)
-        b = evaluate(x.y, env)
+        a = evaluate(ctx, x.x, env)
+        b = evaluate(ctx, x.y, env)
         if type(a) is Vertex or type(b) is Vertex or (type(a) is Disj and _has_vertex(a)) or (
                 type(b) is Disj and _has_vertex(b)):
-            return temp_vertex(x, env).value()
+            return temp_vertex(ctx, x, env).value()
         return unify_scalar(a, b)
     if op == "|":
         alts = flatten_disjunction(x)
         out: list = []
         first_err = None
         for e, rule in alts:
-            v = evaluate(e, env)
+            v = evaluate(ctx, e, env)
             if type(v) is Vertex or (type(v) is Disj and _has_vertex(v)):
-                return temp_vertex(x, env).value()
+                return temp_vertex(ctx, x, env).value()
             if type(v) is Bottom:
                 first_err = first_err or v
             else:
@@ -722,7 +734,7 @@ def binary(x: ast.Binary, env: Env | None) -> Any:
         return make_disj(out, first_err)
     if (op == "==" or op == "!=") and (type(x.y) is ast.BottomLit or type(x.x) is ast.BottomLit):
         other = x.x if type(x.y) is ast.BottomLit else x.y
-        v = evaluate(other, env)
+        v = evaluate(ctx, other, env)
         if type(v) is Disj:
             v = default_of(v)
             if type(v) is Bottom:
@@ -732,26 +744,26 @@ def binary(x: ast.Binary, env: Env | None) -> Any:
         is_bottom = type(v) is Bottom or (type(v) is not Vertex and not is_atom(v))
         return is_bottom if op == "==" else not is_bottom
     if op == "&&" or op == "||":
-        a = operand(x.x, env)
+        a = operand(ctx, x.x, env)
         if type(a) is Bottom:
             return a
         if type(a) is not bool:
             return _bad_operand(op, a, x)
         if (op == "&&" and not a) or (op == "||" and a):
             return a
-        b = operand(x.y, env)
+        b = operand(ctx, x.y, env)
         if type(b) is Bottom:
             return b
         if type(b) is not bool:
             return _bad_operand(op, b, x)
         return b
-    a = operand(x.x, env)
+    a = operand(ctx, x.x, env)
     if type(a) is Bottom:
         return a
-    b = operand(x.y, env)
+    b = operand(ctx, x.y, env)
     if type(b) is Bottom:
         return b
-    return arith(op, a, b, x)
+    return arith(ctx, op, a, b, x)
 
 
 def _has_vertex(d: Disj) -> bool:
@@ -771,7 +783,7 @@ def _type_name(v: Any) -> str:
     return kind_name(value_kind(v))
 
 
-def arith(op: str, a: Any, b: Any, x: Any) -> Any:
+def arith(ctx: Context, op: str, a: Any, b: Any, x: Any) -> Any:
     ta, tb = type(a), type(b)
     if not (is_atom(a) or ta is Vertex) or not (is_atom(b) or tb is Vertex):
         bad = a if not (is_atom(a) or ta is Vertex) else b
@@ -818,8 +830,8 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
             return Bottom(f"invalid arithmetic: {err}", "eval", (x.pos,))
     if ka == kb and ka & (K_STRING | K_BYTES):
         if op == "+":
-            if len(a) + len(b) > CTX.limits.string_bytes:
-                raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+            if len(a) + len(b) > ctx.limits.string_bytes:
+                raise LimitExceeded(f"string longer than {ctx.limits.string_bytes} bytes")
             return a + b
         if op in ("<", "<=", ">", ">="):
             return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
@@ -834,17 +846,17 @@ def arith(op: str, a: Any, b: Any, x: Any) -> Any:
             return Bottom(f"negative repeat count {n}", "eval", (x.pos,))
         if type(seq) is Vertex:
             items = list(seq.arcs.values())
-            if len(items) * n > CTX.limits.list_length:
-                raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
-            return list_vertex(items * n)
-        if len(seq) * n > CTX.limits.string_bytes:
-            raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+            if len(items) * n > ctx.limits.list_length:
+                raise LimitExceeded(f"list longer than {ctx.limits.list_length} elements")
+            return list_vertex(ctx, items * n)
+        if len(seq) * n > ctx.limits.string_bytes:
+            raise LimitExceeded(f"string longer than {ctx.limits.string_bytes} bytes")
         return seq * n
     if op == "+" and ka == K_LIST and kb == K_LIST:
         items = list(a.arcs.values()) + list(b.arcs.values())
-        if len(items) > CTX.limits.list_length:
-            raise LimitExceeded(f"list longer than {CTX.limits.list_length} elements")
-        return list_vertex(items)
+        if len(items) > ctx.limits.list_length:
+            raise LimitExceeded(f"list longer than {ctx.limits.list_length} elements")
+        return list_vertex(ctx, items)
     return Bottom(f"invalid operation {_show(a)} {op} {_show(b)} (mismatched types {kind_name(ka)} and "
                   f"{kind_name(kb)})", "eval", (x.pos,))
 
@@ -855,8 +867,8 @@ def _show(v: Any) -> str:
     return fmt(v)
 
 
-def list_vertex(items: list) -> Vertex:
-    v = Vertex(None, None)
+def list_vertex(ctx: Context, items: list) -> Vertex:
+    v = Vertex(None, None, ctx)
     v.state = DONE
     v.kind = LIST
     for i, a in enumerate(items):
@@ -866,11 +878,11 @@ def list_vertex(items: list) -> Vertex:
     return v
 
 
-def unary(x: ast.Unary, env: Env | None) -> Any:
+def unary(ctx: Context, x: ast.Unary, env: Env | None) -> Any:
     op = x.op
     if op == "*":
-        return evaluate(x.x, env)
-    v = operand(x.x, env)
+        return evaluate(ctx, x.x, env)
+    v = operand(ctx, x.x, env)
     if type(v) is Bottom:
         return v
     if op == "-" or op == "+":
@@ -894,7 +906,7 @@ def unary(x: ast.Unary, env: Env | None) -> Any:
         return Bottom(err.message, err.kind, (x.pos,))
 
 
-def interpolate(x: ast.Interp, env: Env | None) -> Any:
+def interpolate(ctx: Context, x: ast.Interp, env: Env | None) -> Any:
     out: list[str] = []
     size = 0
     for p in x.parts:
@@ -902,7 +914,7 @@ def interpolate(x: ast.Interp, env: Env | None) -> Any:
             out.append(p)
             size += len(p)
             continue
-        v = operand(p, env)
+        v = operand(ctx, p, env)
         t = type(v)
         if t is Bottom:
             return v
@@ -924,44 +936,44 @@ def interpolate(x: ast.Interp, env: Env | None) -> Any:
             return Bottom(f"invalid interpolation: non-concrete value {fmt(v)}", "incomplete", (p.pos,))
         out.append(s)
         size += len(s)
-        if size > CTX.limits.string_bytes:
-            raise LimitExceeded(f"string longer than {CTX.limits.string_bytes} bytes")
+        if size > ctx.limits.string_bytes:
+            raise LimitExceeded(f"string longer than {ctx.limits.string_bytes} bytes")
     text = "".join(out)
     return text.encode("utf-8", "surrogateescape") if x.is_bytes else text
 
 
-def slice_list(x: ast.Slice, env: Env | None) -> Any:
-    base = _struct_of(evaluate(x.x, env), x)
+def slice_list(ctx: Context, x: ast.Slice, env: Env | None) -> Any:
+    base = _struct_of(evaluate(ctx, x.x, env), x)
     if type(base) is Bottom:
         return base
-    lo = operand(x.lo, env) if x.lo is not None else 0
+    lo = operand(ctx, x.lo, env) if x.lo is not None else 0
     if type(base) is str or type(base) is bytes:
-        hi = operand(x.hi, env) if x.hi is not None else len(base)
+        hi = operand(ctx, x.hi, env) if x.hi is not None else len(base)
         return base[lo:hi]
     if type(base) is not Vertex or base.kind != LIST:
         return Bottom("cannot slice a non-list", "eval", (x.pos,))
     items = list(base.arcs.values())
-    hi = operand(x.hi, env) if x.hi is not None else len(items)
+    hi = operand(ctx, x.hi, env) if x.hi is not None else len(items)
     if type(lo) is not int or type(hi) is not int or not 0 <= lo <= hi <= len(items):
         return Bottom(f"invalid slice [{fmt(lo)}:{fmt(hi)}] of a list of length {len(items)}", "eval", (x.pos,))
-    return list_vertex(items[lo:hi])
+    return list_vertex(ctx, items[lo:hi])
 
 
 # --- calls: builtins' arguments evaluated to plain data, results turned back into values; the few builtins that
 # need the evaluator itself (len, and, or, close, list.Sort) are here --------------------------------------------
 
 
-def call(x: ast.Call, env: Env | None) -> Any:
-    fn = evaluate(x.fn, env)
+def call(ctx: Context, x: ast.Call, env: Env | None) -> Any:
+    fn = evaluate(ctx, x.fn, env)
     if type(fn) is Bottom:
         return fn
     if type(fn) is not Func:
         return Bottom(f"cannot call non-function {fmt(fn) if is_atom(fn) else 'value'}", "eval", (x.pos,))
     if fn.raw:
-        return _RAW[fn.name](fn, x, env)
+        return _RAW[fn.name](ctx, fn, x, env)
     args = []
     for a in x.args:
-        v = argument(a, env)
+        v = argument(ctx, a, env)
         if type(v) is Bottom:
             return v if v.positions else Bottom(v.message, v.kind, (a.pos,))
         args.append(v)
@@ -969,20 +981,20 @@ def call(x: ast.Call, env: Env | None) -> Any:
         return Validator(fn.name, fn.fn, tuple(args))
     if fn.arity >= 0 and len(args) != fn.arity:
         return Bottom(f"{fn.name}: expected {fn.arity} arguments, got {len(args)}", "eval", (x.pos,))
-    check_time()
+    ctx.check_time()
     try:
         result = fn.fn(*args)
     except CueError as err:
         return Bottom(f"error in call to {fn.name}: {err.message}", err.kind, (x.pos,))
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError) as err:
         return Bottom(f"error in call to {fn.name}: {err}", "eval", (x.pos,))
-    check_time()  # a builtin cannot be interrupted; its caller stops right after it when the time is up
-    return from_data(result)
+    ctx.check_time()  # a builtin cannot be interrupted; its caller stops right after it when the time is up
+    return from_data(ctx, result)
 
 
-def argument(a: ast.Expr, env: Env | None) -> Any:
+def argument(ctx: Context, a: ast.Expr, env: Env | None) -> Any:
     """An argument as plain data; not concrete is an incomplete error."""
-    v = default_of(evaluate(a, env))
+    v = default_of(evaluate(ctx, a, env))
     if type(v) is Bottom:
         return v
     if type(v) is Vertex:
@@ -997,10 +1009,10 @@ def argument(a: ast.Expr, env: Env | None) -> Any:
     return Bottom(f"non-concrete argument {fmt(v)}", "incomplete")
 
 
-def _len(fn: Func, x: ast.Call, env: Env | None) -> Any:
+def _len(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
     if len(x.args) != 1:
         return Bottom("len: expected 1 argument", "eval", (x.pos,))
-    v = default_of(evaluate(x.args[0], env))
+    v = default_of(evaluate(ctx, x.args[0], env))
     t = type(v)
     if t is Bottom:
         return v
@@ -1012,16 +1024,16 @@ def _len(fn: Func, x: ast.Call, env: Env | None) -> Any:
         if v.kind == LIST:
             return len(v.arcs)
         if v.kind == STRUCT:
-            return sum(1 for k, a in v.arcs.items() if a.regular and type(k) is str and k[:1] not in "#_")
+            return sum(1 for k, a in v.arcs.items() if a.regular and is_regular(k))
     if is_atom(v):
         return Bottom(f"invalid argument {fmt(v)} for len", "eval", (x.pos,))
     return Bottom(f"len: incomplete argument {fmt(v)}", "incomplete", (x.pos,))
 
 
-def _list_items(fn: Func, x: ast.Call, env: Env | None) -> Any:
+def _list_items(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
     if len(x.args) != 1:
         return Bottom(f"{fn.name}: expected 1 argument", "eval", (x.pos,))
-    v = default_of(evaluate(x.args[0], env))
+    v = default_of(evaluate(ctx, x.args[0], env))
     if type(v) is Bottom:
         return v
     if type(v) is not Vertex or v.kind != LIST:
@@ -1029,18 +1041,18 @@ def _list_items(fn: Func, x: ast.Call, env: Env | None) -> Any:
     return list(v.arcs.values())
 
 
-def _and(fn: Func, x: ast.Call, env: Env | None) -> Any:
-    items = _list_items(fn, x, env)
+def _and(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
+    items = _list_items(ctx, fn, x, env)
     if type(items) is Bottom:
         return items
-    v = Vertex(None, None)
+    v = Vertex(None, None, ctx)
     for a in items:
         v.conjuncts.append(Conjunct(None, None, value=a))
     return v.value()
 
 
-def _or(fn: Func, x: ast.Call, env: Env | None) -> Any:
-    items = _list_items(fn, x, env)
+def _or(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
+    items = _list_items(ctx, fn, x, env)
     if type(items) is Bottom:
         return items
     if not items:
@@ -1055,28 +1067,28 @@ def _or(fn: Func, x: ast.Call, env: Env | None) -> Any:
     return make_disj(alts)
 
 
-def _close(fn: Func, x: ast.Call, env: Env | None) -> Any:
-    return temp_vertex(x, env).value()
+def _close(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
+    return temp_vertex(ctx, x, env).value()
 
 
-def _sort(fn: Func, x: ast.Call, env: Env | None) -> Any:
+def _sort(ctx: Context, fn: Func, x: ast.Call, env: Env | None) -> Any:
     if len(x.args) != 2:
         return Bottom(f"{fn.name}: expected 2 arguments", "eval", (x.pos,))
-    items = argument(x.args[0], env)
+    items = argument(ctx, x.args[0], env)
     if type(items) is Bottom:
         return items
     if type(items) is not list:
         return Bottom(f"{fn.name}: first argument must be a list", "eval", (x.pos,))
-    cmp = evaluate(x.args[1], env)
+    cmp = evaluate(ctx, x.args[1], env)
     if type(cmp) is Bottom:
         return cmp
     if type(cmp) is not Vertex:
         return Bottom(f"{fn.name}: second argument must be a comparator struct {{x, y, less}}", "eval", (x.pos,))
 
     def less(a: Any, b: Any) -> bool:
-        v = Vertex(None, None)
+        v = Vertex(None, None, ctx)
         v.conjuncts.append(Conjunct(None, None, value=cmp))
-        v.conjuncts.append(Conjunct(None, None, value=from_data({"x": a, "y": b})))
+        v.conjuncts.append(Conjunct(None, None, value=from_data(ctx, {"x": a, "y": b})))
         v.expand()
         arc = v.arcs.get("less")
         r = default_of(arc.value()) if arc is not None else Bottom("comparator has no field less", "eval")
@@ -1090,32 +1102,32 @@ def _sort(fn: Func, x: ast.Call, env: Env | None) -> Any:
         ordered = sorted(items, key=cmp_to_key(lambda a, b: -1 if less(a, b) else (1 if less(b, a) else 0)))
     except CueError as err:
         return Bottom(err.message, err.kind, (x.pos,))
-    return from_data(ordered)
+    return from_data(ctx, ordered)
 
 
 _RAW = {"len": _len, "and": _and, "or": _or, "close": _close,
         "list.Sort": _sort, "list.SortStable": _sort, "list.IsSorted": _sort}
 
 
-def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
+def from_data(ctx: Context, obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
     """Plain data as a value: containers become evaluated vertices, atoms stay atoms."""
     t = type(obj)
     if t is dict:
-        v = Vertex(parent, label)
+        v = Vertex(parent, label, ctx)
         v.state = DONE
         v.kind = STRUCT
         v.is_struct = 2
-        v.structs = [tuple(QUOTED + k if k[:1] in "#_" else k for k in obj)]
+        v.structs = [tuple(Quoted(k) if k[:1] in "#_" else k for k in obj)]
         for k, x in obj.items():
-            key = QUOTED + k if k[:1] in "#_" else k
-            v.arcs[key] = _arc(x, v, key)
+            key = Quoted(k) if k[:1] in "#_" else k
+            v.arcs[key] = _arc(ctx, x, v, key)
         return v
     if t is list:
-        v = Vertex(parent, label)
+        v = Vertex(parent, label, ctx)
         v.state = DONE
         v.kind = LIST
         for i, x in enumerate(obj):
-            v.arcs[i] = _arc(x, v, i)
+            v.arcs[i] = _arc(ctx, x, v, i)
         return v
     if obj is None:
         return NULL
@@ -1124,11 +1136,11 @@ def from_data(obj: Any, parent: Vertex | None = None, label: Any = None) -> Any:
     return obj
 
 
-def _arc(x: Any, parent: Vertex, key: Any) -> Vertex:
-    value = from_data(x, parent, key)
+def _arc(ctx: Context, x: Any, parent: Vertex, key: Any) -> Vertex:
+    value = from_data(ctx, x, parent, key)
     if type(value) is Vertex:
         return value
-    arc = Vertex(parent, key)
+    arc = Vertex(parent, key, ctx)
     arc.state = DONE
     arc.kind = SCALAR
     arc.scalar = value

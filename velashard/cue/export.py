@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular, label_text
 from velashard.cue.errors import CueError
 from velashard.cue.evaluator import Vertex
 from velashard.cue.export_rules import ordered_keys, to_data
@@ -70,7 +70,7 @@ def tag_tree(v: Any) -> TagTree | None:
             if is_regular(key) and arc.regular:
                 sub = tag_tree(arc)
                 if sub:
-                    children[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = sub
+                    children[label_text(key)] = sub
     elif v.kind == LIST:
         if v.list_open:  # `[a, ...]`: KubeVela merges an open patch list into a longer one
             tags = {**tags, OPEN_LIST: "true"}

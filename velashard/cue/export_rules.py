@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import is_regular
 from velashard.cue.errors import CueError
-from velashard.cue.limits import CTX, LimitExceeded
+from velashard.cue.limits import LimitExceeded
 from velashard.cue.values import NULL, Bottom, Conj, Disj, Validator, check_validator, default_of, fmt, is_atom
 from velashard.cue.vertex import LIST, STRUCT, VertexBase
 
@@ -82,7 +82,7 @@ def first_error(v: VertexBase, depth: int = 0) -> CueError | None:
         return None if v.err.incomplete or v.err.kind == "undefined" else v.err.error(v.path())
     if v.alts is not None:
         return None
-    if depth > CTX.limits.depth:
+    if depth > v.ctx.limits.depth:
         raise LimitExceeded("value nested too deeply (a structural cycle?)")
     for arc in list(v.arcs.values()):
         if arc.regular or arc.required:
@@ -134,7 +134,7 @@ def _vertex_data(v: VertexBase, depth: int) -> Any:
                 if arc.required:
                     raise CueError("field is required but not present", "incomplete", _path(arc))
                 continue
-            out[key.lstrip(QUOTED) if key[:1] == QUOTED else key] = _vertex_data(arc, depth + 1)
+            out[key if type(key) is str else str(key)] = _vertex_data(arc, depth + 1)
         return _validate(v, out)
     if v.kind == LIST:
         return _validate(v, [_vertex_data(a, depth + 1) for a in v.arcs.values()])

@@ -1,9 +1,8 @@
 """Bounds on one evaluation (steps, string and list sizes, disjunction combinations, nesting, wall-clock time)
-and the per-thread counters that enforce them, so that no input can hang or exhaust the process."""
+and the evaluation context that counts against them, so that no input can hang or exhaust the process."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 from velashard.cue.errors import CueError
@@ -27,38 +26,36 @@ class LimitExceeded(CueError):
         super().__init__(message, "limit")
 
 
-class _Ctx(threading.local):
-    def __init__(self) -> None:
-        self.steps = 0
-        self.depth = 0
-        self.copying: set = set()
-        self.limits = Limits
-        self.packages: dict = {}  # the evaluation's own copy of each SourcePackage it imports
-        self.deadline = float("inf")  # time.monotonic() when the evaluation must stop
-
-
 _CHECK_EVERY = 64  # steps between two looks at the clock (a look costs about as much as 20 steps)
 
 
-CTX = _Ctx()
+class Context:
+    """What one evaluation of a program carries through it, as CUE's OpContext does: its counters against the
+    limits and its clock, the reference pairs being copied (a cycle adds nothing), and its own copy of each
+    package written in CUE that it imports. An Instance makes one; every vertex of the evaluation holds it, and
+    the functions that evaluate expressions take it, so nothing is kept per thread."""
+    __slots__ = ("steps", "max_steps", "depth", "copying", "limits", "packages", "deadline")
 
+    def __init__(self) -> None:
+        self.limits = Limits
+        self.packages: dict = {}  # SourcePackage -> the root vertex of this evaluation's copy
+        self.start()
 
-def start() -> None:
-    """A new evaluation begins on this thread: its counters from zero, its clock from now."""
-    CTX.steps = 0
-    CTX.depth = 0
-    CTX.copying = set()
-    CTX.deadline = time.monotonic() + CTX.limits.seconds
+    def start(self) -> None:
+        """A new evaluation call begins: its counters from zero, its clock from now."""
+        self.steps = 0
+        self.max_steps = self.limits.steps
+        self.depth = 0
+        self.copying: set = set()
+        self.deadline = time.monotonic() + self.limits.seconds
 
+    def step(self) -> None:
+        n = self.steps = self.steps + 1
+        if n > self.max_steps:
+            raise LimitExceeded(f"evaluation exceeded {self.max_steps} steps (a runaway comprehension or recursion?)")
+        if not n % _CHECK_EVERY:
+            self.check_time()
 
-def step() -> None:
-    CTX.steps += 1
-    if CTX.steps > CTX.limits.steps:
-        raise LimitExceeded(f"evaluation exceeded {CTX.limits.steps} steps (a runaway comprehension or recursion?)")
-    if not CTX.steps % _CHECK_EVERY:
-        check_time()
-
-
-def check_time() -> None:
-    if time.monotonic() > CTX.deadline:
-        raise LimitExceeded(f"evaluation took longer than {CTX.limits.seconds:g} s (stopped)")
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise LimitExceeded(f"evaluation took longer than {self.limits.seconds:g} s (stopped)")

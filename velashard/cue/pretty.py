@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.cue.compiler import QUOTED, is_regular
+from velashard.cue.labels import Quoted, is_regular
 from velashard.cue.encode import json_string
 from velashard.cue.evaluator import Vertex
 from velashard.cue.export_rules import ordered_keys
@@ -23,8 +23,9 @@ def format_value(v: Any) -> str:
 
 
 def _label(key: str) -> str:
-    name = key.lstrip(QUOTED) if key[:1] == QUOTED else key
-    return name if (name.isidentifier() or not is_regular(key)) and key[:1] != QUOTED else json_string(name)
+    if type(key) is Quoted:
+        return json_string(str(key))
+    return key if key.isidentifier() or not is_regular(key) else json_string(key)
 
 
 def _fields(v: Vertex, lines: list[str], depth: int) -> None:

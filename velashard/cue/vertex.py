@@ -8,10 +8,10 @@ so that every vertex is an `evaluator.Vertex`, and reach unification through `ex
 
 from __future__ import annotations
 
+from collections import deque
 from decimal import Decimal
 from typing import Any
 
-from velashard.cue.compiler import QUOTED
 from velashard.cue.values import NULL, Bottom
 
 NEW, EXPANDING, DONE = 0, 1, 2
@@ -63,11 +63,13 @@ def data_value(x: Any) -> Any:
 
 class VertexBase:
     """A vertex's fields (see the module's docstring for the class that evaluates)."""
-    __slots__ = ("parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
+    __slots__ = ("ctx", "parent", "label", "conjuncts", "arcs", "state", "kind", "scalar", "is_struct", "lists",
                  "list_open", "structs", "groups", "patterns", "comprs", "disjs", "choices", "choice_i", "pending",
                  "err", "alts", "regular", "optional", "required", "not_allowed", "pat_seen", "optionals", "docs", "tails")
 
-    def __init__(self, parent: "VertexBase | None", label: Any) -> None:
+    def __init__(self, parent: "VertexBase | None", label: Any, ctx: Any = None) -> None:
+        # the evaluation this vertex belongs to (a limits.Context): its parent's, or given to a vertex without one
+        self.ctx = ctx if ctx is not None else parent.ctx
         self.parent = parent
         self.label = label
         self.conjuncts: list[Conjunct] = []
@@ -81,11 +83,11 @@ class VertexBase:
         self.structs: list = []
         self.groups: dict = {}
         self.patterns: list = []  # evaluator.Pattern
-        self.comprs: list = []
+        self.comprs: deque | None = None  # comprehensions waiting for the fields before them (made when needed)
         self.disjs: list = []
         self.choices: list | None = None
         self.choice_i = 0
-        self.pending: list = []
+        self.pending: deque | None = None  # conjuncts a disjunction's chosen alternatives add (made when needed)
         self.err: Bottom | None = None
         self.alts: list | None = None
         self.regular = True
@@ -109,7 +111,6 @@ class VertexBase:
             if type(label) is int:
                 parts.append(str(label))
             else:
-                label = label.lstrip(QUOTED)
                 parts.append(label if label.isidentifier() or label[:1] in "#_" else f'"{label}"')
             v = v.parent
         return ".".join(reversed(parts))

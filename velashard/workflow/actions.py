@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from velashard.cue.api import Instance, Program
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, Instance, Program, label_text, plain
 from velashard.kube import errors
-from velashard.workflow.data import plain
 from velashard.workflow.providers import provider
 from velashard.workflow.providers.base import ActionBreak, ProviderError, Runtime
 
@@ -43,7 +41,7 @@ class Run:
 
 
 def where(path: tuple) -> str:
-    return ".".join(str(k).lstrip("\x00") for k in path) or "(the template)"
+    return ".".join(label_text(k) for k in path) or "(the template)"
 
 
 def _params(instance: Instance, path: tuple) -> Any:
@@ -93,7 +91,7 @@ def run_actions(program: Program, data: dict[str, Any], make_runtime: MakeRuntim
             run.planned.append(Planned(where(path), f"{name}.{do}", params))
             continue
         current = instance
-        rt = make_runtime(str(path[-1]).lstrip("\x00") if path else "",
+        rt = make_runtime(label_text(path[-1]) if path else "",
                           lambda rel, at=params_path: current.tags_at(at + rel), where(path))
         try:
             result = handler(params, rt)

@@ -8,9 +8,7 @@ import copy
 import json
 from typing import Any
 
-from velashard.cue.api import compile_sources
-from velashard.cue.errors import CueError
-from velashard.workflow.data import plain
+from velashard.cue import CueError, compile_sources, plain
 
 VARS_KEY = "vars"  # the ConfigMap key KubeVela keeps the variables under
 # What a run may keep in its ConfigMap (the API server takes at most 1 MiB of a ConfigMap's data, and a request

@@ -1,27 +1,13 @@
-"""Plain data helpers the engine shares: CUE's exported numbers as JSON's, and paths like `value.data["a-b"]` or
-`traits[0].properties.image` (where an input goes, where a variable is) read and written in dicts and lists."""
+"""Paths like `value.data["a-b"]` or `traits[0].properties.image` (where an input goes, where a variable is) read
+and written in dicts and lists."""
 
 from __future__ import annotations
 
 import copy
 import re
-from decimal import Decimal
 from typing import Any
 
 _SEGMENT = re.compile(r'\s*(?:\[\s*(?:(\d+)|"((?:[^"\\]|\\.)*)")\s*\]|"((?:[^"\\]|\\.)*)"|([^.\[\]"\s]+))\s*')
-
-
-def plain(value: Any) -> Any:
-    """Exported CUE data as JSON data: decimals (CUE floats) become floats, bytes text."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
 
 
 def split_path(text: str) -> list[str | int]:

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from typing import Any, Protocol
 
-from cachetools import LRUCache
-
-from velashard.cue.api import Program, compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, Program, ProgramCache, plain
 from velashard.workflow.context import MAX_CONTEXT_BYTES, WorkflowContext
-from velashard.workflow.data import get_path, plain, set_path, split_path
+from velashard.workflow.data import get_path, set_path, split_path
 from velashard.workflow.spec import StepSpec
 
-_CONDITIONS: LRUCache = LRUCache(maxsize=512)
-_LOCK = threading.Lock()
+# Apps' own `if` expressions, apart from the definitions' programs: however many an app author writes, they
+# evict none of those.
+_CONDITIONS = ProgramCache(maxsize=512)
 MAX_OUTPUT_BYTES = 256 << 10  # one output's value, as JSON
 
 
@@ -70,19 +67,8 @@ def inputs_view(step: StepSpec, context: WorkflowContext, basic: dict[str, Any])
 
 
 def _condition(expression: str) -> Program:
-    with _LOCK:
-        found = _CONDITIONS.get(expression)
-    if found is None:
-        try:
-            found = compile_sources({"if.cue": f"result: ({expression})\n",
-                                     "declared.cue": "status: _\ninputs: _\ncontext: _\nparameter: _\n"})
-        except CueError as err:
-            found = err
-        with _LOCK:
-            _CONDITIONS[expression] = found
-    if isinstance(found, CueError):
-        raise found
-    return found
+    return _CONDITIONS.program({"if.cue": f"result: ({expression})\n",
+                                "declared.cue": "status: _\ninputs: _\ncontext: _\nparameter: _\n"})
 
 
 def condition_holds(expression: str, data: dict[str, Any]) -> bool:

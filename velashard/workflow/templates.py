@@ -4,40 +4,21 @@ else its definition's)."""
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from typing import Any, Callable
 
-from cachetools import LRUCache
-
-from velashard.cue.api import Program, compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, Program, compile_cached
 from velashard.workflow.providers import packages
 from velashard.workflow.steptypes import step_type
 
 Lookup = Callable[[str, str], "dict[str, Any] | None"]  # (step type, app namespace) -> WorkflowStepDefinition
 
 _DECLARED = "context: _\nparameter: _\n"
-_PROGRAMS: LRUCache = LRUCache(maxsize=512)
-_LOCK = threading.Lock()
 
 
 def compile_step(text: str, name: str = "template.cue") -> Program:
     """The compiled program of a step template (cached by text); CueError names line and column. `context` and
     `parameter` are declared beside it, in a file of their own so that positions stay the template's."""
-    key = hashlib.sha256(text.encode()).digest()
-    with _LOCK:
-        found = _PROGRAMS.get(key)
-    if found is None:
-        try:
-            found = compile_sources({name: text, "velashard-step-context.cue": _DECLARED}, packages())
-        except CueError as err:
-            found = err
-        with _LOCK:
-            _PROGRAMS[key] = found
-    if isinstance(found, CueError):
-        raise found
-    return found
+    return compile_cached({name: text, "velashard-step-context.cue": _DECLARED}, packages())
 
 
 def template_problem(text: Any, what: str = "spec.schematic.cue.template") -> str | None:

@@ -11,11 +11,9 @@ import binascii
 import json
 from typing import Any
 
-from velashard.cue.api import compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, compile_sources, plain
 from velashard.kube import errors
 from velashard.kube.resources import CONFIGMAPS, SECRETS
-from velashard.workflow.data import plain
 from velashard.workflow.delivery import DeliveryError
 from velashard.workflow.providers.base import Provider, ProviderError, Runtime
 

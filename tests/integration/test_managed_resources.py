@@ -11,6 +11,7 @@ import pytest
 from velashard.apis import labels
 from velashard.apis.oam import APPLICATIONS
 from velashard.apiserver.http.server import APIServer
+from velashard.core import render_cache
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
 from velashard.kube import errors
@@ -111,6 +112,7 @@ def test_other_kinds_are_cached_on_demand_and_dropped_when_unused(shard):
     create_app(kube, "objs", {"name": "objs", "type": "k8s-objects", "properties": {"objects": [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"k": "v"}}]}})
     eventually(lambda: app_status(kube, "objs").get("status") == "running", timeout=20)
+    assert f"{NS}/objs" in render_cache._RENDERED
     assert kube.get(CONFIGMAPS, "settings", NS)["metadata"]["labels"][labels.SCHEDULED_SHARD_ID] == SHARD
     informer = controller.managed.get(CONFIGMAPS)
     assert informer is not None and informer.label_selector == f"{labels.SCHEDULED_SHARD_ID}={SHARD}"
@@ -129,6 +131,7 @@ def test_other_kinds_are_cached_on_demand_and_dropped_when_unused(shard):
             return True
     eventually(gone, timeout=20)
     eventually(lambda: controller.managed.get(CONFIGMAPS) is None)
+    assert f"{NS}/objs" not in render_cache._RENDERED  # what was cached of it went with it
 
 
 def move(kube: KubeClient, name: str, shard: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
+from velashard.core import health, render_cache
 from velashard.core.apply import Applier
 from velashard.core.appmetrics import PHASES
 from velashard.core.authors import AuthConfig
@@ -245,7 +246,10 @@ class ApplicationController:
             self.reconciled.mark(key, labels.DRAIN not in (app["metadata"].get("labels") or {}))
 
     def _release(self, key: str) -> None:
-        """The app is gone from this process (deleted, drained or moved away): so are the kinds only it used."""
+        """The app is gone from this process (deleted, drained or moved away): so are the kinds only it used and
+        what was cached of it."""
         self.reconciled.mark(key, False)
+        render_cache.forget(key)
+        health.forget(key)
         if self.managed is not None:
             self.managed.forget(key)

@@ -12,8 +12,13 @@ from velashard.core.slotcache import SlotCache, digest
 from velashard.core.templates import compile_template
 from velashard.cue import CueError, plain
 
-# One verdict per app part and status program (the latest inputs'); the bound only drops apps long gone.
-_RESULTS = SlotCache(maxsize=1 << 16)
+# One verdict per app part and status program (the latest inputs'), by app (core/slotcache.py).
+_RESULTS = SlotCache()
+
+
+def forget(key: str) -> None:
+    """The app `key` (namespace/name) is gone from this process: so are its verdicts."""
+    _RESULTS.forget(key)
 
 
 def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
@@ -65,15 +70,17 @@ def _evaluate(text: str, expression: str, context: dict[str, Any], parameter: di
 
 
 def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str], live: dict[str, Any] | None,
-                      live_outputs: dict[str, dict[str, Any] | None], parameter: dict[str, Any]
+                      live_outputs: dict[str, dict[str, Any] | None], parameter: dict[str, Any], owner: str = ""
                       ) -> tuple[bool | None, str | None]:
     """(isHealth, message) of a definition's status programs over the live objects (None where the definition
-    has no such program). `names`: name, appName, appRevision of the context."""
+    has no such program). `names`: name, appName, appRevision of the context; `owner`: the app's key, whose
+    verdicts go when it does (`forget`)."""
     spec = status_spec or {}
     policy, custom = spec.get("healthPolicy"), spec.get("customStatus")
     if not policy and not custom:
         return None, None
-    slot = digest(names.get("appName", ""), names.get("name", ""), policy or "", custom or "")
+    slot = digest(names.get("name", ""), policy or "", custom or "")
+    owner = owner or names.get("appName", "")
     context: dict[str, Any] = {**names, "parameter": parameter, "status": {}}
     if live is not None:
         context["output"] = live
@@ -97,7 +104,7 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
     paths = context_paths((policy or "") + "\n" + (custom or ""))
     inputs = digest(json.dumps([sorted(names.items()), readable(paths, context, whole), parameter],
                                sort_keys=True, default=str))
-    cached = _RESULTS.get(slot, inputs)
+    cached = _RESULTS.get(owner, slot, inputs)
     if cached is not None:
         return cached
 
@@ -121,13 +128,13 @@ def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str],
         return healthy, message
 
     result = compute()
-    _RESULTS.put(slot, inputs, result)
+    _RESULTS.put(owner, slot, inputs, result)
     return result
 
 
 def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], live: list[dict[str, Any] | None],
                      status_spec: dict[str, Any] | None = None, names: dict[str, str] | None = None,
-                     parameter: dict[str, Any] | None = None) -> tuple[bool, str]:
+                     parameter: dict[str, Any] | None = None, owner: str = "") -> tuple[bool, str]:
     """A component's health from its rendered objects and their live counterparts (same order): the workload by
     its definition's status programs when it has them, everything else by the built-in rules. The message is
     the definition's custom status, or names the workload's state and every unhealthy object's."""
@@ -137,7 +144,8 @@ def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], li
                observed.get(id(o)) for o in objects if o is not workload}
     policy_ok, custom = (None, None)
     if live_workload is not None:
-        policy_ok, custom = definition_status(status_spec, names or {}, live_workload, outputs, parameter or {})
+        policy_ok, custom = definition_status(status_spec, names or {}, live_workload, outputs, parameter or {},
+                                              owner)
     messages = []
     healthy = True
     for obj, seen in zip(objects, live):

@@ -324,7 +324,7 @@ class ApplicationReconciler:
             (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
             self.applier.live_of(ctx, comp.workload),
             {(o["metadata"].get("labels") or {}).get(labels.TRAIT_RESOURCE, ""): obj for o, obj in zip(outputs, live)},
-            comp.trait_properties.get(trait) or {})
+            comp.trait_properties.get(trait) or {}, ctx.key)
         if healthy is not None:
             return healthy, message or ""
         bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in
@@ -340,7 +340,7 @@ class ApplicationReconciler:
         definition = ctx.definitions.components.get(comp.type) or {}
         return component_health(comp.objects, comp.workload, [self.applier.live_of(ctx, o) for o in comp.objects],
                                 (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
-                                comp.properties)
+                                comp.properties, ctx.key)
 
     def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
                      conditions: list[dict[str, Any]]) -> bool:

@@ -3,7 +3,8 @@ component or policy, the app's context) so that a re-sync evaluates nothing.
 
 One entry per component (and policy) of every app a shard serves (core/slotcache.py): a new revision replaces
 its component's entry instead of leaving the old one to an LRU of fixed size, which a shard of thousands of
-apps thrashed at every re-sync. Entries are packed (compressed JSON against a preset dictionary).
+apps thrashed at every re-sync; an app that leaves the process takes its entries along (`forget`). Entries are
+packed (compressed JSON against a preset dictionary).
 """
 
 from __future__ import annotations
@@ -16,16 +17,22 @@ from typing import Any, Callable
 from velashard.core.rendered import Definitions, identity
 from velashard.core.slotcache import SlotCache, digest
 
-# The bound only drops apps long gone.
-_RENDERED = SlotCache(maxsize=1 << 16, packed=True)
+_RENDERED = SlotCache(packed=True)
 _RENDERS = [0]  # components and policies evaluated (cache misses)
 _RENDERS_LOCK = threading.Lock()
 
 
-def slot(app: dict[str, Any], kind: str, name: Any) -> bytes:
+Where = tuple[str, bytes]  # the app's key (namespace/name), the part's slot
+
+
+def owner(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def slot(app: dict[str, Any], kind: str, name: Any) -> Where:
     """Where an app's component or policy keeps its entry."""
     meta = app["metadata"]
-    return digest(str(meta.get("namespace")), str(meta.get("name")), kind, str(name))
+    return owner(str(meta.get("namespace")), str(meta.get("name"))), digest(kind, str(name))
 
 
 def component_key(app: dict[str, Any], spec: dict[str, Any], defs: Definitions, revision: int) -> bytes:
@@ -46,15 +53,20 @@ def policy_key(app: dict[str, Any], policy: dict[str, Any], definition: dict[str
                                       identity(definition)], sort_keys=True, default=str).encode()).digest()
 
 
-def cached(where: bytes, key: bytes, render: Callable[[], Any]) -> Any:
+def cached(where: Where, key: bytes, render: Callable[[], Any]) -> Any:
     """The JSON data cached under key at `where`, rendered when missing; every caller gets its own copy."""
-    entry = _RENDERED.get(where, key)
+    entry = _RENDERED.get(*where, key)
     if entry is None:
         with _RENDERS_LOCK:
             _RENDERS[0] += 1
         entry = render()
-        _RENDERED.put(where, key, entry)
+        _RENDERED.put(*where, key, entry)
     return entry
+
+
+def forget(key: str) -> None:
+    """The app `key` (namespace/name) is gone from this process: so are its renderings."""
+    _RENDERED.forget(key)
 
 
 def render_count() -> int:

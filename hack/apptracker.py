@@ -15,6 +15,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from velashard.apis.labels import SCHEDULED_SHARD_ID  # noqa: E402
 from velashard.apis.oam import APPLICATIONS  # noqa: E402
 from velashard.kube.client import KubeClient  # noqa: E402
 from velashard.kube.informer import EventHandler, Informer  # noqa: E402
@@ -23,8 +24,10 @@ from velashard.kube.informer import EventHandler, Informer  # noqa: E402
 def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     """Only what the tracker reads: keeps the benchmark's own memory and CPU small."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    shard = (meta.get("labels") or {}).get(SCHEDULED_SHARD_ID)
     return {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
-                         "resourceVersion": meta.get("resourceVersion"), "generation": meta.get("generation")},
+                         "resourceVersion": meta.get("resourceVersion"), "generation": meta.get("generation"),
+                         **({"labels": {SCHEDULED_SHARD_ID: shard}} if shard else {})},
             "status": {"status": status.get("status"), "observedGeneration": status.get("observedGeneration")}}
 
 
@@ -58,6 +61,11 @@ class AppTracker:
 
     def count(self) -> int:
         return len(self._informer.store)
+
+    def count_on(self, shard: str) -> int:
+        """How many apps are labelled for `shard`."""
+        return sum(1 for app in self._informer.store.list()
+                   if (app["metadata"].get("labels") or {}).get(SCHEDULED_SHARD_ID) == shard)
 
     def running(self) -> int:
         with self._lock:

@@ -76,8 +76,8 @@ def kubevela_app(i: int, version: int = 1) -> dict:
             "metadata": {"name": f"app-{i}", "namespace": APPS_NS}, "spec": {"components": [web, worker]}}
 
 
-def create_apps(cluster: Cluster, count: int, threads: int = 4) -> float:
-    """Create the apps from `threads` connections; the monotonic time of the first create."""
+def create_apps(cluster: Cluster, count: int, threads: int = 4, start: int = 0) -> float:
+    """Create apps `start`..`count` from `threads` connections; the monotonic time of the first create."""
     started = time.monotonic()
 
     def worker(indices: range) -> None:
@@ -87,7 +87,7 @@ def create_apps(cluster: Cluster, count: int, threads: int = 4) -> float:
             if code != 201:
                 raise RuntimeError(f"creating app-{i} answered {code}: {body[:200]!r}")
 
-    workers = [threading.Thread(target=worker, args=(range(t, count, threads),)) for t in range(threads)]
+    workers = [threading.Thread(target=worker, args=(range(start + t, count, threads),)) for t in range(threads)]
     for w in workers:
         w.start()
     for w in workers:

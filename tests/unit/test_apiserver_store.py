@@ -1,5 +1,5 @@
-"""The embedded API server's store: list order, the shared snapshots admission reads on every write, and reads
-without its lock."""
+"""The embedded API server's store: list order, the shared snapshots admission reads on every write, reads
+without its lock, objects at rest as their JSON, and watches resumed from the history."""
 
 from __future__ import annotations
 
@@ -77,3 +77,102 @@ def test_an_event_carries_the_object_as_stored_serialized_outside_the_lock():
     event = store.create(CONFIGS, sneaky)
     assert json.loads(event.raw) == event.obj and event.obj["metadata"]["resourceVersion"] == "3"
     assert json.loads(event.raw)["first"] == {"resourceVersion": store_module._RV_MARK}
+
+
+def test_reads_are_private_copies_of_the_stored_json():
+    store = Store()
+    store.create(CONFIGS, config("a"))
+    first = store.get(CONFIGS, ("", "a"))
+    first["webhooks"].append({"name": "mine"})
+    assert store.get(CONFIGS, ("", "a"))["webhooks"] == []
+    assert json.loads(store.stored(CONFIGS, ("", "a")).raw) == store.get(CONFIGS, ("", "a"))
+
+
+PODS = ("", "pods")
+
+
+def pod(name: str, namespace: str, node: str = "", **labels: str) -> dict:
+    return {"metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": {"nodeName": node}}
+
+
+def names(found: list) -> list:
+    return [key for key, _ in found]
+
+
+def test_entries_come_in_list_order_by_namespace_and_past_a_page_as_objects_come_and_go():
+    store = Store()
+    for ns, name in (("b", "2"), ("a", "9"), ("b", "1"), ("c", "1"), ("a", "1")):
+        store.create(PODS, pod(name, ns))
+    assert names(store.entries(PODS)[0]) == [("a", "1"), ("a", "9"), ("b", "1"), ("b", "2"), ("c", "1")]
+    assert names(store.entries(PODS, "b")[0]) == [("b", "1"), ("b", "2")]
+    assert names(store.entries(PODS, None, ("a", "9"))[0]) == [("b", "1"), ("b", "2"), ("c", "1")]
+    assert names(store.entries(PODS, "a", ("a", "1"))[0]) == [("a", "9")]
+    found, following, _ = store.entries(PODS, None, ("a", "1"), limit=2)
+    assert names(found) == [("a", "9"), ("b", "1")] and following == 2
+    store.remove(PODS, ("b", "1"))
+    store.create(PODS, pod("0", "b"))
+    store.remove(PODS, ("a", "9"))
+    store.create(PODS, pod("9", "a"))  # removed and created again before the keys were read
+    found, following, rv = store.entries(PODS)
+    assert names(found) == [("a", "1"), ("a", "9"), ("b", "0"), ("b", "2"), ("c", "1")]
+    assert following == 0 and rv == store.current_rv()
+    assert [p["metadata"]["name"] for p in store.list(PODS, "b")[0]] == ["0", "2"]
+
+
+def test_entries_are_the_objects_as_they_were_at_the_resource_version_returned_with_them():
+    store = Store()
+    created = store.create(PODS, pod("p", "ns", app="web"))
+    found, _, rv = store.entries(PODS)
+    store.replace(PODS, dict(created.obj, spec={"nodeName": "n2"}), created.obj["metadata"]["resourceVersion"])
+    store.remove(PODS, ("ns", "p"))
+    assert [int(stored.rv) for _, stored in found] == [rv]
+    assert json.loads(found[0][1].raw)["spec"] == {"nodeName": ""}
+
+
+def test_selectors_read_labels_and_fields_kept_beside_the_json():
+    store = Store()
+    store.create(PODS, pod("p", "ns", node="n1", app="web"))
+    view = store.stored(PODS, ("ns", "p")).view(("ns", "p"))
+    assert view["metadata"] == {"name": "p", "namespace": "ns", "labels": {"app": "web"}}
+    assert view["spec"]["nodeName"] == "n1" and view["status"]["phase"] is None
+
+
+def test_a_watch_resumed_from_the_history_sees_an_object_leave_its_selection_in_its_previous_state():
+    store = Store(watch_history=100)
+    created = store.create(PODS, pod("p", "ns", app="web"))
+    since = store.current_rv()
+    changed = store.replace(PODS, dict(created.obj, metadata=dict(created.obj["metadata"], labels={"app": "db"})),
+                            created.obj["metadata"]["resourceVersion"])
+    store.create(PODS, pod("q", "ns", app="web"))
+    watcher = store.watch(PODS, lambda o: (o["metadata"].get("labels") or {}).get("app") == "web", since)
+    lines = [json.loads(line) for line in watcher.take(1)]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("DELETED", "p"), ("ADDED", "q")]
+    # its previous labels, at the resourceVersion of the change that took it out
+    assert lines[0]["object"]["metadata"]["labels"] == {"app": "web"}
+    assert lines[0]["object"]["metadata"]["resourceVersion"] == changed.obj["metadata"]["resourceVersion"]
+
+
+def test_a_deletion_is_selected_by_the_last_state_it_carries():
+    store = Store(watch_history=100)
+    created = store.create(PODS, dict(pod("p", "ns", app="web"), metadata=dict(
+        pod("p", "ns", app="web")["metadata"], finalizers=["x"])))
+    since = store.current_rv()
+    last = dict(created.obj, metadata=dict(created.obj["metadata"], labels={"app": "db"}, finalizers=[]))
+    store.remove(PODS, ("ns", "p"), final=last)
+    web = store.watch(PODS, lambda o: (o["metadata"].get("labels") or {}).get("app") == "web", since)
+    db = store.watch(PODS, lambda o: (o["metadata"].get("labels") or {}).get("app") == "db", since)
+    assert web.take(0.1) == []
+    assert [json.loads(line)["type"] for line in db.take(1)] == ["DELETED"]
+
+
+def test_owners_are_indexed_from_the_stored_json_and_forgotten_with_it():
+    store = Store()
+    owner = store.create(CONFIGS, config("owner")).obj["metadata"]["uid"]
+    child = pod("c", "ns")
+    child["metadata"]["ownerReferences"] = [{"uid": owner, "name": "owner", "kind": "X", "apiVersion": "v1"}]
+    created = store.create(PODS, child)
+    assert [(gr, o["metadata"]["name"]) for gr, o in store.dependents_of(owner)] == [(PODS, "c")]
+    orphan = dict(created.obj, metadata=dict(created.obj["metadata"], ownerReferences=[]))
+    store.replace(PODS, orphan, created.obj["metadata"]["resourceVersion"])
+    assert store.dependents_of(owner) == []
+    assert store.by_uid(owner)[1]["metadata"]["name"] == "owner"

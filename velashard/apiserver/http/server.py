@@ -593,9 +593,12 @@ class _Handler(BaseHTTPRequestHandler):
             limit = _int(q.get("limit"), 0)
             if limit < 0:
                 raise errors.bad_request("limit must be a non-negative integer")
-            body = api.list(rt, route.namespace, q.get("labelSelector", ""), q.get("fieldSelector", ""), limit,
-                            q.get("continue", ""))
-            self._respond_objects(rt, body["items"], body["metadata"], body)
+            listed = api.list(rt, route.namespace, q.get("labelSelector", ""), q.get("fieldSelector", ""), limit,
+                              q.get("continue", ""))
+            if "as=Table" in (self.headers.get("Accept") or ""):
+                self._respond_objects(rt, listed.items, listed.metadata, {})
+            else:
+                self._send(200, raw=listed.encoded())
             return
         if self.command == "POST":
             self._audit["verb"] = "create"

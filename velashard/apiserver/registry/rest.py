@@ -26,7 +26,7 @@ from velashard.apiserver.storage import conversion, managed_fields
 from velashard.apiserver.storage.openapi_schema import apply_schema
 from velashard.apiserver.storage.resources import Registry, ResourceType
 from velashard.apiserver.storage.selectors import SelectorError, parse_field_selector, parse_label_selector
-from velashard.apiserver.storage.store import Event, Store, now_rfc3339
+from velashard.apiserver.storage.store import Event, Store, dumps, now_rfc3339
 from velashard.apiserver.storage.validation import Cause, validate_object_meta
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
 from velashard.patch.copying import copy_json
@@ -53,6 +53,31 @@ class Request:
     manager: str = "kube-controller-manager"  # the field manager its writes are recorded under
     force: bool = False  # server-side apply takes conflicting fields
     write: managed_fields.Write | None = None
+
+
+@dataclass
+class Listed:
+    """A list answer: its metadata and its objects' JSON as stored (decoded, and converted to the version asked
+    for, only when a caller reads `items`)."""
+
+    rt: ResourceType
+    metadata: dict[str, Any]
+    raws: list[bytes]
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        return [conversion.from_storage(self.rt, json.loads(raw)) for raw in self.raws]
+
+    def body(self) -> dict[str, Any]:
+        return {"kind": f"{self.rt.kind}List", "apiVersion": self.rt.api_version, "metadata": self.metadata,
+                "items": self.items}
+
+    def encoded(self) -> bytes:
+        """The answer as JSON: the stored objects joined as they are, unless they are served converted."""
+        if self.rt.storage_version:
+            return dumps(self.body())
+        head = dumps({"kind": f"{self.rt.kind}List", "apiVersion": self.rt.api_version, "metadata": self.metadata})
+        return head[:-1] + b',"items":[' + b",".join(self.raws) + b"]}"
 
 
 @dataclass
@@ -153,10 +178,13 @@ class RestAPI:
         return matches
 
     def list(self, rt: ResourceType, namespace: str | None, label_selector: str = "", field_selector: str = "",
-             limit: int = 0, continue_token: str = "") -> dict[str, Any]:
+             limit: int = 0, continue_token: str = "") -> "Listed":
+        """A page of the resource's objects in key order, all as they were at the list's resourceVersion. Selectors
+        read what the store keeps beside each object's JSON (its labels and field-selectable values), and the page
+        is that JSON as stored: nothing is decoded."""
         matches = self.matcher(rt, namespace, label_selector, field_selector)
-        items, rv = self.store.list(rt.group_resource, namespace or None)
         start: tuple[str, str] | None = None
+        rv = None
         if continue_token:
             try:
                 token = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
@@ -164,28 +192,31 @@ class RestAPI:
                 rv = int(token["rv"])
             except (ValueError, KeyError, TypeError, IndexError):
                 raise errors.bad_request("continue key is not valid: invalid continue token")
-        selected: list[dict[str, Any]] = []
-        metadata: dict[str, Any] = {"resourceVersion": str(rv)}
-        remaining = 0
-        for obj in items:
-            meta = obj["metadata"]
-            if start is not None and (meta.get("namespace") or "", meta["name"]) <= start:
-                continue
-            if not matches(obj):
-                continue
-            if limit and len(selected) >= limit:
-                remaining += 1
-                continue
-            selected.append(obj)
-        if rt.storage_version:
-            selected = [conversion.from_storage(rt, obj) for obj in selected]
-        if remaining:
-            last = selected[-1]["metadata"]
-            token = {"rv": rv, "start": [last.get("namespace") or "", last["name"]]}
+        selective = bool(label_selector or field_selector)
+        found, following, current = self.store.entries(rt.group_resource, namespace or None, start,
+                                                       0 if selective else limit)
+        metadata: dict[str, Any] = {"resourceVersion": str(rv if rv is not None else current)}
+        raws: list[bytes] = []
+        last: tuple[str, str] | None = None
+        remaining = following
+        if selective:
+            for index, (key, stored) in enumerate(found):
+                if not matches(stored.view(key)):
+                    continue
+                if limit and len(raws) >= limit:
+                    remaining = len(found) - index  # something selected follows the page
+                    break
+                raws.append(stored.raw)
+                last = key
+        elif found:
+            raws = [stored.raw for _, stored in found]
+            last = found[-1][0]
+        if remaining and last is not None:
+            token = {"rv": rv if rv is not None else current, "start": list(last)}
             metadata["continue"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
             if not label_selector and not field_selector:
                 metadata["remainingItemCount"] = remaining
-        return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": metadata, "items": selected}
+        return Listed(rt, metadata, raws)
 
     # --- create ----------------------------------------------------------------------------------
 
@@ -418,8 +449,8 @@ class RestAPI:
     def _update(self, rt: ResourceType, namespace: str, name: str,
                 make_new: Callable[[dict[str, Any]], dict[str, Any]], req: Request,
                 subresource: str | None) -> Result:
-        """`make_new(stored)` returns the object to store: a new one (the stored object is never changed, so it
-        is handed over without a copy)."""
+        """`make_new(stored)` returns the object to store; `stored` is this call's own (the store decodes a copy
+        for every read)."""
         gr = rt.group_resource
         key = (namespace if rt.namespaced else "", name)
         for _ in range(_MAX_UPDATE_RETRIES):
@@ -574,7 +605,7 @@ class RestAPI:
                           options: dict[str, Any] | None, req: Request) -> dict[str, Any]:
         listed = self.list(rt, namespace, label_selector, field_selector)
         deleted = []
-        for obj in listed["items"]:
+        for obj in listed.items:
             meta = obj["metadata"]
             try:
                 result = self.delete(rt, meta.get("namespace") or "", meta["name"], options, req)

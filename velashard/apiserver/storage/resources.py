@@ -22,6 +22,15 @@ _EXTRA_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("batch", "jobs"): frozenset({"status.successful"}),
 }
 
+
+_SELECTABLE = {gr: tuple(sorted(paths)) for gr, paths in _EXTRA_FIELDS.items()}
+
+
+def selectable_fields(gr: tuple[str, str]) -> tuple[str, ...]:
+    """The field paths a field selector may name for this resource beyond metadata.name and metadata.namespace."""
+    return _SELECTABLE.get(gr, ())
+
+
 # Resources with the scale subresource (autoscaling/v1 Scale).
 SCALABLE = frozenset({("apps", "deployments"), ("apps", "statefulsets"), ("apps", "replicasets"),
                       ("", "replicationcontrollers")})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -129,3 +129,26 @@ def test_simulator_writes_several_objects_at_once(api_client, apiserver, namespa
     for i in range(parties):
         eventually(lambda: apps.read_namespaced_deployment(f"together-{i}", namespace).status.ready_replicas == 1)
     assert sorted(met) == list(range(parties)) and workloads.WORKERS >= parties
+
+
+def test_simulated_scheduler_spreads_pods_over_nodes_and_frees_a_deleted_pod_s_place(make_apiserver):
+    server = make_apiserver(simulate_workloads=True, nodes=2)
+    core = client.CoreV1Api(config.new_client_from_config(config_file=server.kubeconfig))
+
+    def make(name: str) -> None:
+        core.create_namespaced_pod("default", client.V1Pod(metadata=client.V1ObjectMeta(name=name),
+                                                           spec=client.V1PodSpec(containers=[client.V1Container(
+                                                               name="c", image="busybox")])))
+        eventually(lambda: core.read_namespaced_pod(name, "default").spec.node_name, timeout=30)
+
+    def nodes() -> list[str]:
+        return sorted(p.spec.node_name for p in core.list_namespaced_pod("default").items)
+
+    for i in range(4):
+        make(f"p{i}")
+    assert nodes() == ["node-0", "node-0", "node-1", "node-1"]
+    gone = core.read_namespaced_pod("p0", "default").spec.node_name
+    core.delete_namespaced_pod("p0", "default", grace_period_seconds=0)
+    eventually(lambda: len(core.list_namespaced_pod("default").items) == 3, timeout=30)
+    make("p4")
+    assert core.read_namespaced_pod("p4", "default").spec.node_name == gone

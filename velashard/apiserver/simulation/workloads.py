@@ -117,6 +117,10 @@ class WorkloadSimulator:
         self._nodes = nodes
         self._node_names = frozenset(nodes.names()) if nodes is not None else frozenset()
         self._pod_ips: dict[str, int] = {}
+        # Each simulated node's pods, kept from the events (and from this scheduler's own writes, at once):
+        # scheduling reads the load for every pod, and counting it over all pods made that quadratic.
+        self._pod_nodes: dict[tuple[str, str], str] = {}
+        self._node_load: dict[str, int] = {}
         self._sub = api.store.subscribe()
         self._stop = threading.Event()
         # Bookkeeping shared by the thread that reads events and the workers that write (never held while writing).
@@ -162,6 +166,10 @@ class WorkloadSimulator:
             events = self._sub.take(timeout=wait)
             with self._lock:
                 for event in events:
+                    if event.gr == _PODS:
+                        meta = event.obj["metadata"]
+                        self._place((meta.get("namespace") or "", meta["name"]), None if event.type == "DELETED"
+                                    else (event.obj.get("spec") or {}).get("nodeName"))
                     self._observe(event)
             if events:
                 self._stop.wait(SUBSCRIBER_BATCH_SECONDS)  # woken once per batch (its writes wait 0.2 s anyway)
@@ -237,6 +245,15 @@ class WorkloadSimulator:
         if due:
             self._pending.add(key)
             heapq.heappush(self._due, (time.monotonic() + self._delay, *key))
+
+    def _place(self, pod: tuple[str, str], node: str | None) -> None:
+        """Count `pod` on `node` (None: on no node), under the lock."""
+        before = self._pod_nodes.pop(pod, None)
+        if before is not None:
+            self._node_load[before] -= 1
+        if node in self._node_names:
+            self._pod_nodes[pod] = node  # type: ignore[assignment]
+            self._node_load[node] = self._node_load.get(node, 0) + 1  # type: ignore[index]
 
     def _wrote_settled(self, gr: tuple[str, str], stored: dict[str, Any]) -> None:
         """Remember a write of ours whose event asks for nothing more."""
@@ -328,6 +345,8 @@ class WorkloadSimulator:
                 return
             self._api.update(rt, namespace, name, dict(pod, spec=dict(pod.get("spec") or {}, nodeName=node)),
                              self._req)
+            with self._lock:  # the next pod's choice sees this one before its event comes
+                self._place((namespace, name), node)
         elif action == pods.RUN:
             node = pod["spec"]["nodeName"]
             index = int(node.rsplit("-", 1)[1])
@@ -343,10 +362,5 @@ class WorkloadSimulator:
         return [n for n in found if n is not None]
 
     def _load(self) -> dict[str, int]:
-        items, _ = self._api.store.list(_PODS, None)
-        load: dict[str, int] = {}
-        for pod in items:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node in self._node_names:
-                load[node] = load.get(node, 0) + 1
-        return load
+        with self._lock:
+            return dict(self._node_load)

@@ -17,7 +17,7 @@ from velashard.core.context import ReconcileContext
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches, kinds_of
-from velashard.core.rendering import RenderedComponent
+from velashard.core.rendered import RenderedComponent
 from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
                                              gc_strategy, is_read_only, is_shared, keep_legacy_resources,
                                              keep_live_paths, may_take_over, update_op)

@@ -17,7 +17,7 @@ from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
-from velashard.core.rendered import Definitions, resolve
+from velashard.core.definitions import Definitions, resolve
 from velashard.core.revisions import Revisions
 from velashard.core.tracker import Trackers
 from velashard.core.usage import COMPONENT, POLICY, STEP, TRAIT, UsageIndex

@@ -13,7 +13,7 @@ import json
 import threading
 from typing import Any, Callable
 
-from velashard.core.rendered import Definitions, identity
+from velashard.core.definitions import Definitions, identity
 from velashard.core.slotcache import SlotCache, digest
 
 # The bound only drops apps long gone.

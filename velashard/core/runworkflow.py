@@ -20,7 +20,7 @@ from velashard.core import status as app_status
 from velashard.core.apply import Applier
 from velashard.core.context import ReconcileContext
 from velashard.core.health import resource_health
-from velashard.core.rendering import RenderedApp, RenderedComponent
+from velashard.core.rendered import RenderedApp, RenderedComponent
 from velashard.core.stepdelivery import StepDelivery
 from velashard.core.templates import app_context
 from velashard.core.tracker import Ref, RefKey, Trackers, ref_key, ref_of

@@ -12,7 +12,8 @@ from typing import Any, Callable
 from velashard.apis import labels
 from velashard.core.apply import Applier
 from velashard.core.context import ReconcileContext
-from velashard.core.rendering import RenderedApp, RenderedComponent, RenderError, render_component
+from velashard.core.rendered import RenderedApp, RenderedComponent, RenderError
+from velashard.core.rendering import render_component
 from velashard.core.tracker import Ref, RefKey, ref_key, ref_of
 from velashard.kube import errors
 from velashard.kube.controller import Retry, Terminal

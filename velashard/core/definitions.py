@@ -97,3 +97,23 @@ def identity(definition: dict[str, Any]) -> str:
     if meta.get("uid") and (meta.get("generation") or meta.get("resourceVersion")):
         return f'{meta["uid"]}:{version(definition)}'
     return hashlib.sha256(json.dumps(definition.get("spec"), sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class DefinitionSource:
+    """Where a controller reads definitions (its informers' stores, by namespace and name), handing each app
+    its namespace's view as it is looked up, and workflow steps their WorkflowStepDefinitions."""
+
+    components: Get
+    traits: Get
+    policies: Get
+    steps: Get
+    cluster_version: Callable[[], "dict[str, Any] | None"] = lambda: None
+
+    def __call__(self, namespace: str) -> Definitions:
+        return Definitions.resolving(namespace, self.components, self.traits, self.policies, self.steps,
+                                     self.cluster_version())
+
+    def step(self, step_type: str, namespace: str) -> dict[str, Any] | None:
+        """A WorkflowStepDefinition by name: the app's namespace first, then vela-system (KubeVela's order)."""
+        return resolve(self.steps, namespace, step_type)

@@ -9,7 +9,7 @@ from velashard.apis import labels
 from velashard.core import status
 from velashard.core.health import component_health
 from velashard.core.policies import unsupported_policies, with_overrides
-from velashard.core.rendering import RenderedComponent
+from velashard.core.rendered import RenderedComponent
 from velashard.core.revisions import revision_number
 from velashard.kube.controller import DONE, Terminal
 from velashard.sharding.shard_reconciler import MovedAway, ShardReconciler, check_dependent, wants_drain

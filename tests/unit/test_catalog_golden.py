@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from velashard.core.builtins import builtin_definitions
-from velashard.core.rendering import Definitions, render_app
+from velashard.core.definitions import Definitions
+from velashard.core.rendering import render_app
 
 GOLDEN = sorted(Path(__file__).parent.joinpath("golden").glob("*.yaml"))
 
@@ -58,7 +59,7 @@ def test_every_builtin_has_a_golden_case() -> None:
      "image"),
 ])
 def test_kubevela_validation(defs: Definitions, component: dict, field: str) -> None:
-    from velashard.core.rendering import RenderError
+    from velashard.core.rendered import RenderError
 
     app = {"metadata": {"name": "demo", "namespace": "team"}, "spec": {"components": [{"name": "c", **component}]}}
     with pytest.raises(RenderError) as err:

@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from velashard.core.rendered import Definitions, lookup_order, resolve, table
-from velashard.core.rendering import RenderError, render_app
+from velashard.core.definitions import Definitions, lookup_order, resolve, table
+from velashard.core.rendered import RenderError
+from velashard.core.rendering import render_app
 from velashard.core.revisions import app_hash, legacy_current
 from velashard.core.usage import COMPONENT, POLICY, STEP, TRAIT, UsageIndex, spec_hash, used_definitions, uses
 

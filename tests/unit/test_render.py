@@ -8,7 +8,9 @@ from velashard.apis import labels
 from velashard.core.builtins import builtin_definitions
 from velashard.core.health import definition_status, resource_health
 from velashard.core.render_cache import render_count
-from velashard.core.rendering import Definitions, RenderError, render_app
+from velashard.core.definitions import Definitions
+from velashard.core.rendered import RenderError
+from velashard.core.rendering import render_app
 from velashard.cue.programs import PROGRAMS
 from velashard.core.revisions import app_hash, revisions_to_prune
 from velashard.core.usage import used_definitions

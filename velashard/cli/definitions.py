@@ -18,7 +18,7 @@ from velashard.core.builtins import builtin_definitions
 from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import DESCRIPTION, KINDS, TYPES, DefFileError, parse_def_file, to_def_file
 from velashard.core.describe import parameter_tables, render_table
-from velashard.core.rendered import lookup_order
+from velashard.core.definitions import lookup_order
 from velashard.cue.errors import CueError
 
 _ACTIONS = {

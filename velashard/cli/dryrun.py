@@ -16,8 +16,9 @@ from velashard.cli.usage import UsageError
 from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import TYPES
 from velashard.core.policies import with_overrides
-from velashard.core.rendered import lookup_order
-from velashard.core.rendering import REF_OBJECTS, Definitions, RenderError, render_app
+from velashard.core.definitions import Definitions, lookup_order
+from velashard.core.rendered import RenderError
+from velashard.core.rendering import REF_OBJECTS, render_app
 from velashard.core.templates import app_context
 from velashard.cue import plain
 from velashard.workflow.executor import plan

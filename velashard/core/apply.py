@@ -1,5 +1,6 @@
 """Applying an app's rendered objects (never adopting another app's, nor one no app manages unless a take-over
-policy says so; three-way merged onto what is live) and garbage-collecting what it no longer renders.
+policy says so; three-way merged onto what is live), reading them live, and deleting one it manages (what to
+delete, and when, is the ResourceKeeper's: core/keeper.py).
 
 Every write, every delete and every read past the shard's caches goes through the reconcile's author client
 (`ctx.author`, see core/authors.py): the app can do only what the user who wrote it may do."""
@@ -17,11 +18,10 @@ from velashard.core.context import ReconcileContext
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches, kinds_of
-from velashard.core.rendering import RenderedComponent
-from velashard.core.resourcepolicies import (ResourceInfo, apply_once, delete_in_dependency_order, deletion_order,
-                                             gc_strategy, is_read_only, is_shared, keep_legacy_resources,
+from velashard.core.rendered import RenderedComponent
+from velashard.core.resourcepolicies import (ResourceInfo, apply_once, info_of, is_read_only, is_shared,
                                              keep_live_paths, may_take_over, update_op)
-from velashard.core.tracker import DependentCheck, Ref, RefKey, ref_key as ref_key_of
+from velashard.core.tracker import DependentCheck, Ref
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Retry, Terminal
@@ -141,7 +141,7 @@ class Applier:
             meta["labels"] = {**(meta.get("labels") or {}), labels.SCHEDULED_SHARD_ID: shard}
         live = self.live(ctx, res, meta["name"], namespace)
         spec = ctx.app.get("spec") or {}
-        info = self.info_of(ctx.app, {"component": comp.name, "kind": desired["kind"], "name": meta["name"],
+        info = info_of(ctx.app, {"component": comp.name, "kind": desired["kind"], "name": meta["name"],
                                       "trait": (meta.get("labels") or {}).get(labels.TRAIT_TYPE, "")})
         if is_read_only(spec, info):
             if live is None:
@@ -219,40 +219,6 @@ class Applier:
         if not (may_take_over(spec, info) or is_shared(spec, info)):
             raise Terminal(f'{what} "{comp.name}": {Applier._where(desired)} exists but is not managed by any '
                            "application; a take-over policy adopts it, a read-only policy uses it as it is")
-
-    @staticmethod
-    def info_of(app: dict[str, Any], ref: Ref) -> ResourceInfo:
-        """How resource-policy selectors see a tracked resource."""
-        types = {c.get("name"): c.get("type", "") for c in (app.get("spec") or {}).get("components") or []}
-        component = ref.get("component", "")
-        return ResourceInfo(component, types.get(component, ""), "TRAIT" if ref.get("trait") else "COMPONENT",
-                            ref.get("trait", ""), ref["kind"], ref["name"])
-
-    @staticmethod
-    def deletion_order(app: dict[str, Any], refs: list[Ref]) -> list[Ref]:
-        """garbage-collect `order: dependency`: dependents' resources go before what they depend on."""
-        spec = app.get("spec") or {}
-        if not delete_in_dependency_order(spec):
-            return refs
-        order = deletion_order([(c.get("name", ""), list(c.get("dependsOn") or []))
-                                for c in spec.get("components") or []])
-        rank = {name: i for i, name in enumerate(order)}
-        return sorted(refs, key=lambda r: rank.get(r.get("component", ""), len(rank)))
-
-    def collect_garbage(self, ctx: ReconcileContext, previous: dict[RefKey, Ref],
-                        desired: dict[RefKey, Ref]) -> dict[RefKey, Ref]:
-        """Delete what is no longer rendered, unless garbage-collect policies keep it; returns what is kept."""
-        app = ctx.app
-        spec = app.get("spec") or {}
-        kept = {}
-        legacy = keep_legacy_resources(spec)
-        gone = [ref for key, ref in previous.items() if key not in desired]
-        for ref in self.deletion_order(app, gone):
-            if legacy or gc_strategy(spec, self.info_of(app, ref)) != "onAppUpdate":
-                kept[ref_key_of(ref)] = ref
-            else:
-                self.delete_managed(app, ref, ctx.author)
-        return kept
 
     def delete_managed(self, app: dict[str, Any], ref: Ref, author: KubeClient) -> None:
         """Delete what we recorded, as the app's author, only while the app owns it: never another app's

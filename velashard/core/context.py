@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from velashard.core.rendering import Definitions
+from velashard.core.definitions import Definitions
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.resources import Resource

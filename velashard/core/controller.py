@@ -1,11 +1,12 @@
 """The Application controller's wiring: informers, the events that wake an app, and the reconciler they feed
-(wrapped for sharding when this process serves one shard). What a reconcile does is in reconciler.py."""
+(one chain, built in `_chain`: the shard's ownership check when this process serves one shard, then the count
+of apps held, then the reconcile). What a reconcile does is in reconciler.py."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
@@ -14,11 +15,11 @@ from velashard.core import health, render_cache
 from velashard.core.apply import Applier
 from velashard.core.appmetrics import PHASES
 from velashard.core.authors import AuthConfig
+from velashard.core.definitions import DefinitionSource
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches
 from velashard.core.reconciler import ApplicationReconciler
-from velashard.core.rendered import Definitions, resolve
 from velashard.core.revisions import Revisions
 from velashard.core.tracker import Trackers
 from velashard.core.usage import COMPONENT, POLICY, STEP, TRAIT, UsageIndex
@@ -145,9 +146,15 @@ class ApplicationController:
         self.trait_defs = manager.informer(TRAIT_DEFINITIONS)
         self.policy_defs = manager.informer(POLICY_DEFINITIONS)
         self.step_defs = manager.informer(WORKFLOW_STEP_DEFINITIONS)
+        # the definitions as an app in a namespace sees them, read from the caches as they are looked up
+        self.definitions = DefinitionSource(self.component_defs.store.get_by, self.trait_defs.store.get_by,
+                                            self.policy_defs.store.get_by, self.step_defs.store.get_by,
+                                            self.discovery.server_version)
+        self.step_definition = self.definitions.step
         self.usage = UsageIndex()  # which apps use which definitions, from the apps' events
         self.apps.add_handler(self.usage.handler())
-        self.controller = Controller("application", self._reconcile, options.workers)
+        self.reconciled = ReconciledApps()
+        self.controller = Controller("application", self._chain(manager, options), options.workers)
         self.own_writes = OwnWrites()
         # Apps' own finalizer patches, apart: the applier records the apps a workflow applies in own_writes, and
         # such an app's events must wake it.
@@ -158,9 +165,7 @@ class ApplicationController:
             self.managed = ManagedCaches(manager, sel or labels.APP_NAME, lambda informer: self.controller.watch(
                 informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new),
                 delay=MANAGED_EVENT_DELAY))
-        # steps' calls to the outside run apart from the workers; the app is enqueued again when one ends
         self.engine = WorkflowEngine(options.workflow, egress=options.egress)
-        self.engine.outbound.wake = self.controller.enqueue
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, self.apps.store.get, self.definitions,
             Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
@@ -175,18 +180,8 @@ class ApplicationController:
         self.apps.add_handler(EventHandler(lambda app: PHASES.observe(shard, app),
                                            lambda _old, app: PHASES.observe(shard, app),
                                            lambda app: PHASES.forget(shard, app)))
-        self.reconciled = ReconciledApps()
-        reconcile = self._counted
-        if sel:
-            check = None
-            if options.assignment_key_namespace is not None:
-                check = AssignmentCheck(manager, options.assignment_key_namespace)
-                check.on_first_key(self._enqueue_all)  # the apps that waited for the key
-            reconcile = ShardReconciler(reconcile, self.client, APPLICATIONS, self.apps.store.get,
-                                        on_release=self._release, check=check,
-                                        event=lambda app, *event: record_event(self.client, app, *event,
-                                                                               must_record=True))
-        self._inner = reconcile
+        # steps' calls to the outside run apart from the workers; the app is enqueued again when one ends
+        self.engine.outbound.wake = self.controller.enqueue
         self.controller.watch(self.apps, predicate=lambda old, new: app_event_wakes(old, new, self.finalizer_writes))
         self.controller.watch(self.revisions, to_keys=app_key,
                               predicate=lambda old, new: old is None and not self.own_writes.is_echo(new))
@@ -203,21 +198,21 @@ class ApplicationController:
         return self.usage.users(kind, meta.get("namespace") or SYSTEM_NAMESPACE, meta["name"],
                                 lambda ns: informer.store.get_by(ns, meta["name"]) is not None)
 
-    def definitions(self, namespace: str) -> Definitions:
-        """The definitions as an app in `namespace` sees them, read from the caches as they are looked up."""
-        return Definitions.resolving(namespace, self.component_defs.store.get_by, self.trait_defs.store.get_by,
-                                     self.policy_defs.store.get_by, self.step_defs.store.get_by,
-                                     self.discovery.server_version())
-
-    def step_definition(self, step_type: str, namespace: str) -> dict[str, Any] | None:
-        """A WorkflowStepDefinition by name: the app's namespace first, then vela-system (KubeVela's order)."""
-        return resolve(self.step_defs.store.get_by, namespace, step_type)
+    def _chain(self, manager: Manager, options: Options) -> Callable[[str], Result | None]:
+        """What a worker calls for a key: sharded, the ownership check (an app not provably this shard's is
+        handed back, not run), then the count of apps held, then the reconcile."""
+        if not options.shard_selector:
+            return self._counted
+        check = None
+        if options.assignment_key_namespace is not None:
+            check = AssignmentCheck(manager, options.assignment_key_namespace)
+            check.on_first_key(self._enqueue_all)  # the apps that waited for the key
+        return ShardReconciler(self._counted, self.client, APPLICATIONS, self.apps.store.get,
+                               on_release=self._release, check=check,
+                               event=lambda app, *event: record_event(self.client, app, *event, must_record=True))
 
     def reconcile(self, key: str) -> Result | None:
         return self.controller.reconcile(key)
-
-    def _reconcile(self, key: str) -> Result | None:
-        return self._inner(key)
 
     def _enqueue_all(self) -> None:
         for key in self.apps.store.keys():

@@ -1,14 +1,18 @@
 """Health of rendered resources, components and traits from their observed state: a definition's
 `status.healthPolicy` (`isHealth`) and `status.customStatus` (`message`) in CUE, evaluated as KubeVela does over
-the live objects, or built-in rules per kind where a definition has no health policy."""
+the live objects, or built-in rules per kind where a definition has no health policy. `HealthReader` reads it
+for one reconcile, the same way for the default workflow, a step's delivery and the status."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
+from velashard.apis import labels
+from velashard.core.definitions import Definitions
 from velashard.core.programreads import Path, context_paths, readable, value_at
 from velashard.core.slotcache import SlotCache, digest
+from velashard.core.rendered import RenderedComponent
 from velashard.core.templates import compile_template
 from velashard.cue import CueError, plain
 
@@ -159,3 +163,51 @@ def component_health(objects: list[dict[str, Any]], workload: dict[str, Any], li
     if custom is not None and policy_ok is None:
         messages[0] = custom
     return healthy, "; ".join(m for m in messages if m)
+
+
+Live = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # the live counterpart of a rendered object
+
+
+class HealthReader:
+    """Health as one reconcile of one app (`owner`, its key) reads it, over `live` (the ResourceKeeper's reads)."""
+
+    def __init__(self, owner: str, app_name: str, definitions: Definitions, live: Live):
+        self.owner, self.app_name, self.definitions, self.live = owner, app_name, definitions, live
+
+    def _names(self, comp: RenderedComponent) -> dict[str, str]:
+        return {"name": comp.name, "appName": self.app_name,
+                "appRevision": (comp.workload["metadata"].get("labels") or {}).get(labels.APP_REVISION, "")}
+
+    def component(self, comp: RenderedComponent) -> tuple[bool, str]:
+        definition = self.definitions.components.get(comp.type) or {}
+        return component_health(comp.objects, comp.workload, [self.live(o) for o in comp.objects],
+                                (definition.get("spec") or {}).get("status"), self._names(comp), comp.properties,
+                                self.owner)
+
+    def trait(self, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
+        """A trait is healthy by its definition's health policy over its outputs when it has one, else when
+        every object it produced is (by the built-in rules)."""
+        outputs = [o for o in comp.outputs if (o["metadata"].get("labels") or {}).get(labels.TRAIT_TYPE) == trait]
+        live = [self.live(o) for o in outputs]
+        definition = self.definitions.traits.get(trait) or {}
+        healthy, message = definition_status(
+            (definition.get("spec") or {}).get("status"), self._names(comp), self.live(comp.workload),
+            {(o["metadata"].get("labels") or {}).get(labels.TRAIT_RESOURCE, ""): obj for o, obj in zip(outputs, live)},
+            comp.trait_properties.get(trait) or {}, self.owner)
+        if healthy is not None:
+            return healthy, message or ""
+        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in
+               zip(outputs, map(resource_health, live)) if not ok]
+        return not bad, message or "; ".join(bad)
+
+    def objects(self, refs: list[dict[str, Any]]) -> tuple[bool, str]:
+        """What a run deployed that no component names any more (as the tracker records it), by the built-in
+        rules."""
+        bad = []
+        for ref in refs:
+            obj = {"apiVersion": ref["apiVersion"], "kind": ref["kind"], "metadata": {
+                "name": ref["name"], **({"namespace": ref["namespace"]} if ref.get("namespace") else {})}}
+            ok, message = resource_health(self.live(obj))
+            if not ok:
+                bad.append(f'{ref["kind"]} {ref["name"]}: {message}')
+        return not bad, "; ".join(bad)

@@ -1,5 +1,6 @@
-"""The Application reconcile, step by step: finalize or claim, render, record a revision, run the workflow
-(apply, wait for health), collect garbage, write status.
+"""The Application reconcile, step by step: finalize or claim, parse the workflow, render, record a revision,
+run the workflow (the pass's ResourceKeeper records and dispatches, its HealthReader reads health), collect
+garbage, write status.
 
 Level-based: each reconcile reads the app and the world and converges, whatever event woke it. Outcomes
 follow kube/controller.py's model: a Result when done, Retry or Terminal when not.
@@ -21,17 +22,18 @@ from velashard.core.authors import AuthConfig, author_of, refusal, unrecorded_au
 from velashard.core.context import ReconcileContext
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event, timestamp
-from velashard.core.health import component_health, definition_status, resource_health
+from velashard.core.health import HealthReader
+from velashard.core.keeper import ResourceKeeper, refs_of
 from velashard.core.policies import policy_problem, unsupported_policies, with_overrides
 from velashard.core.refobjects import resolve_ref_objects
-from velashard.core.resourcepolicies import gc_strategy
-from velashard.core.rendering import (Definitions, RenderedApp, RenderedComponent, RenderError, render_app,
-                                     render_component, render_policies)
+from velashard.core.definitions import Definitions
+from velashard.core.rendered import RenderedApp, RenderError
+from velashard.core.rendering import render_app, render_component, render_policies
 from velashard.core.revisions import Revisions, app_hash, revision_name
-from velashard.core.tracker import Trackers, managed_refs, ref_key
+from velashard.core.tracker import Trackers, ref_key
 from velashard.core.usage import used_definitions
 from velashard.core import appworkflow as aw
-from velashard.core.runworkflow import WorkflowRunner, tracked_objects
+from velashard.core.runworkflow import WorkflowRunner
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
@@ -40,7 +42,7 @@ from velashard.kube.events import record
 from velashard.observability import fields
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
-from velashard.workflow.spec import parse_workflow
+from velashard.workflow.spec import Workflow, parse_workflow
 from velashard.workflow.templates import Lookup
 
 log = logging.getLogger("velashard.core.reconciler")
@@ -58,8 +60,7 @@ class ApplicationReconciler:
         self.finalizer_writes = finalizer_writes  # the app's finalizer patch, whose event then wakes no one
         self.revisions, self.trackers, self.applier = revisions, trackers, applier
         self.engine = engine or WorkflowEngine()
-        self.workflows = WorkflowRunner(discovery, applier, trackers, self.engine, step_definition, self.health,
-                                        self.trait_health)
+        self.workflows = WorkflowRunner(discovery, self.engine, step_definition)
         self.state_keep_interval, self.waiting_requeue = state_keep_interval, waiting_requeue
         self.auth = auth
         self.workflow_deadline = 0.0  # --workflow-deadline: a run unfinished longer gets WorkflowDeadline=False
@@ -119,14 +120,10 @@ class ApplicationReconciler:
         meta = app["metadata"]
         if FINALIZER not in (meta.get("finalizers") or []):
             return DONE
-        tracker = self.trackers.get(app)
-        for ref in self.applier.deletion_order(app, list(managed_refs(tracker).values())):
-            if gc_strategy(app.get("spec") or {}, self.applier.info_of(app, ref)) != "never":
-                self.applier.delete_managed(app, ref, ctx.author)
+        ResourceKeeper(ctx, self.trackers, self.applier).delete_all()
         workflow = (app.get("status") or {}).get("workflow") or {}
         self.engine.delete_context(ctx.author, workflow)  # its owner reference would have it collected too
         self.engine.forget(app, workflow)
-        self.trackers.delete(tracker)
         self.revisions.delete_all(app)
         remaining = [f for f in meta["finalizers"] if f != FINALIZER]
         self.client.patch(APPLICATIONS, meta["name"], {"metadata": {"finalizers": remaining or None,
@@ -157,7 +154,8 @@ class ApplicationReconciler:
                 f'policies of type {", ".join(unsupported)} are kept but not supported (no multi-cluster; '
                 'topology only with clusters ["local"]); they have no effect', now))
         try:
-            rendered, problems = self.render(ctx, revision)
+            workflow = self.parse(spec)
+            rendered, problems = self.render(ctx, workflow, revision)
         except RenderError as err:
             conditions.append(app_status.condition("Rendered", False, err.reason, str(err), now))
             self.write_status(ctx, status, "rendering", conditions)
@@ -184,7 +182,7 @@ class ApplicationReconciler:
             # a new revision (or publishVersion), or a restart: the workflow runs anew
             for key in ("workflow", "services", "appliedResources"):
                 status.pop(key, None)
-        result = self.run_workflow(ctx, status, rendered, conditions, moment, run, revision, due)
+        result = self.run_workflow(ctx, workflow, status, rendered, conditions, moment, run, revision, due)
         if take_off:
             self.take_restart_off(ctx)
         return result
@@ -208,14 +206,19 @@ class ApplicationReconciler:
             return
         log.info("workflow restarted on request", extra=fields(key=ctx.key))
 
-    def render(self, ctx: ReconcileContext, revision: int) -> tuple[RenderedApp, list[RenderError]]:
+    @staticmethod
+    def parse(spec: dict[str, Any]) -> Workflow:
+        """The app's workflow, parsed once per reconcile; a malformed one is a render error."""
+        try:
+            return parse_workflow(spec)
+        except ValueError as err:
+            raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
+
+    def render(self, ctx: ReconcileContext, workflow: Workflow,
+               revision: int) -> tuple[RenderedApp, list[RenderError]]:
         """What the app renders to. A component that does not render stops the default workflow (RenderError);
         in a workflow with steps it is left out, as KubeVela renders a component when a step applies it: the
         problems are returned beside what did render."""
-        try:
-            workflow = parse_workflow(ctx.app.get("spec") or {})
-        except ValueError as err:
-            raise RenderError("InvalidParameter", str(err), "-", field="workflow.steps") from None
         problem = policy_problem(ctx.app.get("spec") or {})
         if problem:
             raise RenderError("InvalidParameter", problem, "-", field="policies")
@@ -236,28 +239,25 @@ class ApplicationReconciler:
         resolve_ref_objects(ctx.author, self.discovery, effective, rendered, ctx.definitions, revision)
         return rendered, problems
 
-    def run_workflow(self, ctx: ReconcileContext, status: dict[str, Any], rendered: RenderedApp,
+    def run_workflow(self, ctx: ReconcileContext, workflow: Workflow, status: dict[str, Any], rendered: RenderedApp,
                      conditions: list[dict[str, Any]], moment: datetime, run: str, revision: int,
                      restart_in: float | None) -> Result:
         app = ctx.app
         now = timestamp(moment)
         spec = app.get("spec") or {}
-        workflow = parse_workflow(spec)
+        keeper = ResourceKeeper(ctx, self.trackers, self.applier)
+        health = HealthReader(ctx.key, ctx.name, ctx.definitions, keeper.live)
         rendered_objects = [o for c in rendered.components for o in c.objects] + rendered.policy_objects
-        tracker = self.trackers.get(app)
-        previous_refs = managed_refs(tracker)
         # the kinds of what the app renders and of what its workflow applied before (kept cached meanwhile)
-        self.applier.use_kinds(ctx, rendered_objects + [{"apiVersion": r["apiVersion"], "kind": r["kind"]}
-                                                        for r in previous_refs.values()])
+        keeper.use_kinds(rendered_objects)
         # what steps applied beside components stays until the app is deleted
-        desired_refs = {k: r for k, r in previous_refs.items() if not r.get("component")}
-        # the default workflow deploys everything rendered: tracked before it is applied; a workflow with steps
-        # tracks what each step applies as it applies it
-        desired_refs.update(tracked_objects(rendered_objects if workflow.default else rendered.policy_objects))
-        tracked = {**previous_refs, **desired_refs}
-        tracker = self.trackers.save(app, tracker, tracked)
+        desired_refs = {k: r for k, r in keeper.previous.items() if not r.get("component")}
+        # the default workflow deploys everything rendered: recorded before it is applied; a workflow with steps
+        # records what each step applies as it applies it
+        desired_refs.update(refs_of(rendered_objects if workflow.default else rendered.policy_objects))
+        keeper.keep(desired_refs)
         try:
-            self.applier.apply_policy_objects(ctx, rendered.policy_objects)
+            keeper.dispatch_policy_objects(rendered.policy_objects)
         except Terminal as problem:
             conditions.append(app_status.condition("PoliciesApplied", False, "ApplyFailed", str(problem), now))
             self.write_status(ctx, status, "runningWorkflow", conditions)
@@ -266,18 +266,17 @@ class ApplicationReconciler:
             raise
         previous = status.get("workflow") or {"appRevision": run}
         if workflow.default:
-            result = self.workflows.deploy_all(ctx, rendered, previous, run, tracker, desired_refs, moment)
+            result = self.workflows.deploy_all(ctx, rendered, previous, run, keeper, health, desired_refs, moment)
         else:
             try:
-                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, tracker, tracked,
+                result = self.workflows.run_steps(ctx, workflow, rendered, previous, run, keeper, health,
                                                   desired_refs, revision, moment)
             except errors.KubeError as err:
                 raise Retry(f"workflow: {err.message}", after=None if ctx.forbidden else self.waiting_requeue) \
                     from err
-        tracker, desired_refs = result.tracker, result.desired
+        desired_refs = result.desired
         if result.state == ph.WF_SUCCEEDED:
-            kept = self.applier.collect_garbage(ctx, previous_refs, desired_refs)
-            self.trackers.save(app, tracker, {**kept, **desired_refs})
+            keeper.collect_garbage(desired_refs)
         phase = aw.app_phase(result.state, all(h for h, _ in result.health.values()))
         status["workflow"] = result.workflow
         status["services"] = result.services
@@ -313,34 +312,6 @@ class ApplicationReconciler:
         if restart_in:
             wait = min(wait, restart_in)
         return requeue_after(max(wait, 0.05))
-
-    def trait_health(self, ctx: ReconcileContext, comp: RenderedComponent, trait: str) -> tuple[bool, str]:
-        """A trait is healthy by its definition's health policy over its outputs when it has one, else when
-        every object it produced is (by the built-in rules)."""
-        outputs = [o for o in comp.outputs if ((o["metadata"].get("labels") or {}).get(labels.TRAIT_TYPE) == trait)]
-        live = [self.applier.live_of(ctx, o) for o in outputs]
-        definition = ctx.definitions.traits.get(trait) or {}
-        healthy, message = definition_status(
-            (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
-            self.applier.live_of(ctx, comp.workload),
-            {(o["metadata"].get("labels") or {}).get(labels.TRAIT_RESOURCE, ""): obj for o, obj in zip(outputs, live)},
-            comp.trait_properties.get(trait) or {}, ctx.key)
-        if healthy is not None:
-            return healthy, message or ""
-        bad = [f'{o["kind"]} {o["metadata"]["name"]}: {m}' for o, (ok, m) in
-               zip(outputs, map(resource_health, live)) if not ok]
-        return not bad, message or "; ".join(bad)
-
-    @staticmethod
-    def _names(ctx: ReconcileContext, comp: RenderedComponent) -> dict[str, str]:
-        return {"name": comp.name, "appName": ctx.name,
-                "appRevision": (comp.workload["metadata"].get("labels") or {}).get(labels.APP_REVISION, "")}
-
-    def health(self, ctx: ReconcileContext, comp: RenderedComponent) -> tuple[bool, str]:
-        definition = ctx.definitions.components.get(comp.type) or {}
-        return component_health(comp.objects, comp.workload, [self.applier.live_of(ctx, o) for o in comp.objects],
-                                (definition.get("spec") or {}).get("status"), self._names(ctx, comp),
-                                comp.properties, ctx.key)
 
     def write_status(self, ctx: ReconcileContext, status: dict[str, Any], phase: str,
                      conditions: list[dict[str, Any]]) -> bool:

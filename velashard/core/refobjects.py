@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.apis import labels
-from velashard.core.rendering import REF_OBJECTS, Definitions, RenderedApp, RenderError, complete_ref_objects
+from velashard.core.definitions import Definitions
+from velashard.core.rendered import RenderedApp, RenderError
+from velashard.core.rendering import REF_OBJECTS, complete_ref_objects
 from velashard.kube.client import KubeClient
 from velashard.kube.discovery import Discovery
 

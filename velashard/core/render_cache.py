@@ -14,7 +14,7 @@ import json
 import threading
 from typing import Any, Callable
 
-from velashard.core.rendered import Definitions, identity
+from velashard.core.definitions import Definitions, identity
 from velashard.core.slotcache import SlotCache, digest
 
 _RENDERED = SlotCache(packed=True)

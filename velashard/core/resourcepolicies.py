@@ -161,3 +161,11 @@ def keep_live_paths(desired: dict[str, Any], live: dict[str, Any], paths: list[s
             node = node.setdefault(key, {})
         node[keys[-1]] = copy.deepcopy(src)
     return out
+
+
+def info_of(app: dict[str, Any], ref: dict[str, Any]) -> ResourceInfo:
+    """How resource-policy selectors see a resource the app renders or tracks."""
+    types = {c.get("name"): c.get("type", "") for c in (app.get("spec") or {}).get("components") or []}
+    component = ref.get("component", "")
+    return ResourceInfo(component, types.get(component, ""), "TRAIT" if ref.get("trait") else "COMPONENT",
+                        ref.get("trait", ""), ref["kind"], ref["name"])

@@ -10,7 +10,7 @@ from typing import Any
 from velashard.apis.oam import API_VERSION, APPLICATION_REVISIONS
 from velashard.core.echoes import OwnWrites
 from velashard.core.ownership import dependent_labels
-from velashard.core.rendered import Definitions, version
+from velashard.core.definitions import Definitions, version
 from velashard.core.usage import COMPONENT, POLICY, TRAIT, uses
 from velashard.kube import errors
 from velashard.kube.client import KubeClient

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from velashard.core.rendering import RenderedComponent
+from velashard.core.rendered import RenderedComponent
 from velashard.core.tracker import Ref
 
 Health = dict[str, tuple[bool, str]]  # component name -> (healthy, message)

@@ -1,19 +1,21 @@
 """What core hands the workflow engine (velashard.workflow.delivery.Delivery) for one reconcile of one app:
-components rendered and applied on demand (into a namespace, with a patch or a replicaKey), objects applied for
-steps, and what each apply adds to the ResourceTracker (before it is applied, so nothing applied is untracked).
-Every write goes through the Applier this reconcile was given, which acts as the app's author."""
+components rendered and applied on demand (into a namespace, with a patch or a replicaKey) and objects applied
+for steps, each recorded by the pass's ResourceKeeper before it is applied (nothing applied is untracked) and
+dispatched through it, as the app's author; their health as the pass's HealthReader reads it."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from velashard.apis import labels
-from velashard.core.apply import Applier
 from velashard.core.context import ReconcileContext
-from velashard.core.rendering import RenderedApp, RenderedComponent, RenderError, render_component
-from velashard.core.tracker import Ref, RefKey, ref_key, ref_of
+from velashard.core.health import HealthReader
+from velashard.core.keeper import ResourceKeeper, refs_of
+from velashard.core.rendered import RenderedApp, RenderedComponent, RenderError
+from velashard.core.rendering import render_component
+from velashard.core.tracker import Ref, RefKey
 from velashard.kube import errors
 from velashard.kube.controller import Retry, Terminal
 from velashard.kube.discovery import Discovery
@@ -21,10 +23,6 @@ from velashard.kube.resources import Resource
 from velashard.patch import PatchError
 from velashard.patch.trait_patch import apply_trait_patch
 from velashard.workflow.delivery import ComponentResult, DeliveryError
-
-Health = Callable[[RenderedComponent], tuple[bool, str]]
-Track = Callable[[dict[RefKey, Ref]], None]
-
 
 @dataclass
 class Instance:
@@ -40,25 +38,12 @@ class Instance:
 class StepDelivery:
     ctx: ReconcileContext
     discovery: Discovery
-    applier: Applier
+    keeper: ResourceKeeper
+    health: HealthReader
     rendered: RenderedApp
-    health: Health
-    track: Track  # records refs in the tracker (tagged with the run) before what they name is applied
     run: str
     revision: int
-    # what the app manages already ({apiVersion, kind} of its tracker's refs): their kinds stay cached
-    managed: list[dict[str, Any]] = field(default_factory=list)
     instances: list[Instance] = field(default_factory=list)
-    # every object this reconcile applies or rendered: ManagedCaches.use takes the whole set of an app's kinds
-    touched: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.touched = [o for c in self.rendered.components for o in c.objects] + list(
-            self.rendered.policy_objects) + list(self.managed)
-
-    def _use_kinds(self, objects: list[dict[str, Any]]) -> None:
-        self.touched.extend(objects)
-        self.applier.use_kinds(self.ctx, self.touched)
 
     def components(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list((self.ctx.app.get("spec") or {}).get("components") or []))
@@ -111,27 +96,26 @@ class StepDelivery:
         """Refs tagged with the run that deploys them (and the replica they are of), for the status and garbage
         collection once a later run succeeds without them."""
         extra = {"run": self.run, **({"replicaKey": replica_key} if replica_key else {})}
-        return {ref_key(ref_of(o)): {**ref_of(o), **extra} for o in objects}
+        return {k: {**r, **extra} for k, r in refs_of(objects).items()}
 
     def apply_component(self, component: dict[str, Any], namespace: str | None = None,
                         patch: dict[str, Any] | None = None, replica_key: str = "") -> ComponentResult:
         comp = self._render(component, namespace, patch, replica_key)
-        self._use_kinds(comp.objects)
-        self.track(self._tag(comp.objects, replica_key))
+        self.keeper.use_kinds(comp.objects)
+        self.keeper.record(self._tag(comp.objects, replica_key))
         try:
-            self.applier.apply_component(self.ctx, comp)
+            self.keeper.dispatch(comp)
         except (Terminal, Retry) as problem:  # a step error: the engine tries again after its backoff
             raise DeliveryError(str(problem)) from None
-        healthy, message = self.health(comp)
+        healthy, message = self.health.component(comp)
         self.instances.append(Instance(comp, namespace or self.ctx.namespace, replica_key, healthy, message))
-        return ComponentResult(healthy, message, self.applier.live_of(self.ctx, comp.workload),
-                               self._outputs(comp))
+        return ComponentResult(healthy, message, self.keeper.live(comp.workload), self._outputs(comp))
 
     def _outputs(self, comp: RenderedComponent) -> dict[str, dict[str, Any]]:
         out = {}
         for obj in comp.outputs:
             name = (obj["metadata"].get("labels") or {}).get(labels.TRAIT_RESOURCE)
-            live = self.applier.live_of(self.ctx, obj)
+            live = self.keeper.live(obj)
             if name and live is not None:
                 out[name] = live
         return out
@@ -156,17 +140,17 @@ class StepDelivery:
             except errors.NotFound:
                 raise DeliveryError(f'the server has no resource for {obj["apiVersion"]} {obj["kind"]}') from None
             prepared.append(obj)
-        self._use_kinds(prepared)
+        self.keeper.use_kinds(prepared)
         # what steps apply beside components stays until the app is deleted (no run tag)
-        self.track({ref_key(ref_of(o)): ref_of(o) for o in prepared})
+        self.keeper.record(refs_of(prepared))
         live = []
         for obj in prepared:
             step = RenderedComponent(f'workflow:{obj["kind"]}/{obj["metadata"]["name"]}', "", obj, [], [], [])
             try:
-                self.applier.apply_component(self.ctx, step, "workflow step object")
+                self.keeper.dispatch(step, "workflow step object")
             except (Terminal, Retry) as problem:
                 raise DeliveryError(str(problem)) from None
-            live.append(self.applier.live_of(self.ctx, obj) or obj)
+            live.append(self.keeper.live(obj) or obj)
         return live
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 from cachetools import LRUCache
 
 from velashard.apis.oam import SYSTEM_NAMESPACE
-from velashard.core.rendered import Definitions
+from velashard.core.definitions import Definitions
 from velashard.kube.informer import EventHandler
 from velashard.kube.store import object_key
 from velashard.workflow.steptypes import BUILTIN as BUILTIN_STEPS

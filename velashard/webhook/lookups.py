@@ -9,8 +9,9 @@ from cachetools import TTLCache
 
 from velashard.apis import labels
 from velashard.apis.oam import COMPONENT_DEFINITIONS, POLICY_DEFINITIONS, TRAIT_DEFINITIONS
-from velashard.core.rendered import lookup_order
-from velashard.core.rendering import Definitions, RenderError, render_app
+from velashard.core.definitions import Definitions, lookup_order
+from velashard.core.rendered import RenderError
+from velashard.core.rendering import render_app
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.manager import Manager

@@ -32,7 +32,7 @@ def cluster(tmp_path_factory):
     manager = Manager(kube, "master")
     controller = ApplicationController(manager, Options(workers=2))
     passes: list[tuple[str, bool, bool]] = []  # (key, had the finalizer before, its Deployment existed after)
-    inner = controller._inner
+    inner = controller.controller.reconcile  # the worker's chain
 
     def counted(key: str):
         cached = controller.apps.store.get(key)
@@ -42,7 +42,7 @@ def cluster(tmp_path_factory):
         finally:
             passes.append((key, had, deployment_exists(kube, key.split("/")[1])))
 
-    controller._inner = counted
+    controller.controller.reconcile = counted
     stop = threading.Event()
     thread = threading.Thread(target=manager.run, args=(stop,), daemon=True)
     thread.start()

@@ -16,7 +16,7 @@ from velashard.core.events import record_event
 from velashard.core.workflowruns import WorkflowRunReconciler
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
-from velashard.kube.controller import Controller, Result
+from velashard.kube.controller import Controller
 from velashard.kube.discovery import Discovery
 from velashard.kube.manager import Manager
 from velashard.observability import fields
@@ -68,7 +68,6 @@ class WorkflowRunController:
         self.runs = manager.informer(WORKFLOW_RUNS, label_selector=shard_selector, packed=True,
                                      indexers={TEMPLATE_INDEX: _template_of})
         self.templates = manager.informer(WORKFLOWS)
-        self.controller = Controller("workflowrun", self._reconcile, workers)
         self.reconciler = WorkflowRunReconciler(self.client, Discovery(self.client), self.runs.store.get,
                                                 self.templates.store.get_by, engine, step_definition, auth)
         reconcile: Any = self.reconciler
@@ -80,7 +79,7 @@ class WorkflowRunController:
             reconcile = ShardReconciler(reconcile, self.client, WORKFLOW_RUNS, self.runs.store.get, check=check,
                                         event=lambda run, *event: record_event(self.client, _typed(run), *event,
                                                                                must_record=True))
-        self._inner = reconcile
+        self.controller = Controller("workflowrun", reconcile, workers)  # the worker's chain, built above
         self.controller.watch(self.runs, predicate=run_changed)
         # a template's change wakes the runs that refer to it (a run waiting for its template to exist among them)
         self.controller.watch(self.templates, to_keys=self._referring,
@@ -92,9 +91,6 @@ class WorkflowRunController:
         meta = template["metadata"]
         return [f'{r["metadata"]["namespace"]}/{r["metadata"]["name"]}' for r in
                 self.runs.store.by_index(TEMPLATE_INDEX, f'{meta.get("namespace", "")}/{meta["name"]}')]
-
-    def _reconcile(self, key: str) -> Result | None:
-        return self._inner(key)
 
     def _enqueue_all(self) -> None:
         for key in self.runs.store.keys():

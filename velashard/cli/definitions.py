@@ -19,7 +19,7 @@ from velashard.core.defcheck import definition_problem
 from velashard.core.deffile import DESCRIPTION, KINDS, TYPES, DefFileError, parse_def_file, to_def_file
 from velashard.core.describe import parameter_tables, render_table
 from velashard.core.definitions import lookup_order
-from velashard.cue.errors import CueError
+from velashard.cue import CueError
 
 _ACTIONS = {
     "init": "print (or write with -o) a new definition file to start from",

@@ -4,6 +4,7 @@ of apps held, then the reconcile). What a reconcile does is in reconciler.py."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -27,7 +28,7 @@ from velashard.kube.controller import Controller, Result, Retry, Terminal
 from velashard.kube.discovery import Discovery
 from velashard.kube.informer import EventHandler
 from velashard.kube.manager import Manager
-from velashard.kube.store import label_index
+from velashard.kube.store import Store, label_index
 from velashard.kube.transforms import without
 from velashard.observability import APPS_RECONCILED
 from velashard.sharding.keys import AssignmentCheck
@@ -100,6 +101,14 @@ def app_event_wakes(old: dict[str, Any] | None, new: dict[str, Any], finalizer_w
     return old is new or (app_changed(old, new) and not finalizer_writes.is_echo(new))
 
 
+def private_reads(store: Store) -> Callable[[str], dict[str, Any] | None]:
+    """Reads of a cache that the reader may change: a packed store decodes anew at each read, another's
+    objects are shared and copied."""
+    if store.packed:
+        return store.get
+    return lambda key: copy.deepcopy(store.get(key))
+
+
 def app_key(obj: dict[str, Any]) -> list[str]:
     """The key of the app an object belongs to, from its labels."""
     lbls = obj["metadata"].get("labels") or {}
@@ -167,7 +176,7 @@ class ApplicationController:
                 delay=MANAGED_EVENT_DELAY))
         self.engine = WorkflowEngine(options.workflow, egress=options.egress)
         self.reconciler = ApplicationReconciler(
-            self.client, self.discovery, self.apps.store.get, self.definitions,
+            self.client, self.discovery, private_reads(self.apps.store), self.definitions,
             Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
             Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from velashard.core.templates import compile_template
-from velashard.cue.errors import CueError
+from velashard.cue import CueError
 from velashard.workflow.steptypes import step_type
 from velashard.workflow.templates import template_problem
 

@@ -22,9 +22,7 @@ import re
 from typing import Any
 
 from velashard.apis.oam import API_VERSION, SYSTEM_NAMESPACE
-from velashard.cue import CueError, compile_sources, plain
-from velashard.cue.lexer import tokenize
-from velashard.cue.parser import parse_file
+from velashard.cue import CueError, compile_sources, parse_file, plain, tokenize
 
 DESCRIPTION = "definition.oam.dev/description"
 KINDS = {"component": "ComponentDefinition", "trait": "TraitDefinition", "policy": "PolicyDefinition",

@@ -40,6 +40,7 @@ from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_aft
 from velashard.kube.discovery import Discovery
 from velashard.kube.events import record
 from velashard.observability import fields
+from velashard.patch.copying import copy_json
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
 from velashard.workflow.spec import Workflow, parse_workflow
@@ -73,10 +74,9 @@ class ApplicationReconciler:
         return ctx
 
     def __call__(self, key: str) -> Result:
-        app = self.lookup(key)
+        app = self.lookup(key)  # a private copy (controller.private_reads)
         if app is None:
             return DONE
-        app = copy.deepcopy(app)
         ctx = self.context(app)
         try:
             if app["metadata"].get("deletionTimestamp"):
@@ -135,7 +135,7 @@ class ApplicationReconciler:
     def converge(self, ctx: ReconcileContext) -> Result:
         app, defs = ctx.app, ctx.definitions
         spec = app.get("spec") or {}
-        status: dict[str, Any] = copy.deepcopy(app.get("status") or {})
+        status: dict[str, Any] = copy_json(app.get("status") or {})
         conditions: list[dict[str, Any]] = []
         moment = datetime.now(timezone.utc)  # one "now" for the whole pass: conditions, steps, restarts
         now = timestamp(moment)

@@ -54,9 +54,10 @@ class Trackers:
     def get(self, app: dict[str, Any]) -> dict[str, Any]:
         """The app's tracker (a private copy), or a new unsaved one."""
         name = tracker_name(app)
-        cached = self.informer.store.get(name)
+        store = self.informer.store
+        cached = store.get(name)
         if cached is not None:
-            return copy.deepcopy(cached)
+            return cached if store.packed else copy.deepcopy(cached)  # a packed store's reads are private
         if not (app.get("status") or {}).get("latestRevision"):
             return self._new(app)  # never reconciled: no tracker yet (save finds out if there is one after all)
         try:

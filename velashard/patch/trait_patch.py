@@ -17,7 +17,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from velashard.cue.export import LIST_TAIL, OPEN_LIST
+from velashard.cue import LIST_TAIL, OPEN_LIST
 from velashard.patch.copying import copy_json
 from velashard.patch.errors import PatchError
 from velashard.patch.json_patch import apply_json_patch

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from velashard.cue.errors import CueError
+from velashard.cue import CueError
 from velashard.kube.client import KubeClient
 from velashard.workflow import phases as ph
 from velashard.workflow.actions import Planned, TemplateFailure, run_actions

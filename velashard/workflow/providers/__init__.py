@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from velashard.cue.api import SourcePackage, compile_package
+from velashard.cue import SourcePackage, compile_package
 from velashard.workflow.providers import (builtin, config, email, http, kube, metrics, multicluster, oam, op,
                                           query, util)
 from velashard.workflow.providers.base import Handler, Provider

@@ -9,8 +9,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
-from velashard.cue.api import compile_sources
-from velashard.cue.errors import CueError
+from velashard.cue import CueError, compile_sources
 from velashard.durations import go_duration
 from velashard.workflow import netcalls
 from velashard.workflow.egress import EgressPolicy

@@ -174,6 +174,8 @@ def test_a_default_workflow_app_walks_down_the_floors_once(held):
     assert [verb for verb, _ in first.tracker_writes] == ["create"]
     assert sum(len(w.tracker_writes) for w in walks[1:]) == 0
     assert settled.tracker_writes == []
+    # a settled app's objects were found in sync before, at the versions still live: nothing is merged again
+    assert settled.calls("merged_for_update") == 0
     # rendering is one visit from the reconciler; its cache and schematics are its own business
     into_rendering = [e for e in settled.edges if e[2] == "velashard.core.rendering" and floor(e[0]) != 5]
     assert [(e[0], e[3]) for e in into_rendering] == [("velashard.core.reconciler", "render_app")]

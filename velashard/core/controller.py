@@ -175,11 +175,13 @@ class ApplicationController:
                 informer, to_keys=self._own_app_keys, predicate=lambda _old, new: not self.own_writes.is_echo(new),
                 delay=MANAGED_EVENT_DELAY))
         self.engine = WorkflowEngine(options.workflow, egress=options.egress)
+        self.applier = Applier(self.client, self.discovery, self.managed, check_dependent if sel else None,
+                               self.own_writes)
         self.reconciler = ApplicationReconciler(
             self.client, self.discovery, private_reads(self.apps.store), self.definitions,
             Revisions(self.client, self.revisions, options.revision_limit, self.own_writes),
             Trackers(self.client, self.trackers, check_dependent if sel else None),
-            Applier(self.client, self.discovery, self.managed, check_dependent if sel else None, self.own_writes),
+            self.applier,
             options.resync_period if options.cache_managed else min(options.state_keep_interval,
                                                                      options.resync_period),
             options.waiting_requeue, options.auth, self.step_definition, self.engine, self.finalizer_writes)
@@ -255,5 +257,6 @@ class ApplicationController:
         self.reconciled.mark(key, False)
         render_cache.forget(key)
         health.forget(key)
+        self.applier.in_sync.forget(key)
         if self.managed is not None:
             self.managed.forget(key)

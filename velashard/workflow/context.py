@@ -1,6 +1,7 @@
 """A workflow run's context, KubeVela's: the variables steps pass on (outputs, DoVar) and the mutable values
 providers keep between reconciles (a suspend's resume time, log sources, the instances deployed), as plain data.
-store.py keeps it in the run's ConfigMap; memory.py holds what KubeVela keeps in memory only."""
+store.py keeps it in the run's ConfigMap; what KubeVela keeps in memory only (a run's backoff tries and next
+execution time) is backoff.py's `Memories`."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ follow kube/controller.py's model: a Result when done, Retry or Terminal when no
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from datetime import datetime, timezone
@@ -38,6 +37,7 @@ from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_aft
 from velashard.kube.discovery import Discovery
 from velashard.kube.events import record
 from velashard.observability import fields
+from velashard.patch.copying import copy_json
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
 from velashard.workflow.spec import parse_workflow
@@ -75,7 +75,7 @@ class ApplicationReconciler:
         app = self.lookup(key)
         if app is None:
             return DONE
-        app = copy.deepcopy(app)
+        app = copy_json(app)
         ctx = self.context(app)
         try:
             if app["metadata"].get("deletionTimestamp"):
@@ -92,13 +92,13 @@ class ApplicationReconciler:
                 self.placed_at_admission(app)
             problem = refusal(app, self.auth)
             if problem:
-                self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
+                self.write_status(ctx, copy_json(app.get("status") or {}), "rendering", [app_status.condition(
                     "Authorized", False, "ServiceAccountRefused", problem, timestamp())])
                 raise Terminal(problem)
             return self.converge(ctx)
         except errors.Forbidden as err:
             # Refused where no step reports it (garbage collection, deletion): the status says so all the same.
-            status = copy.deepcopy(app.get("status") or {})
+            status = copy_json(app.get("status") or {})
             kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
             self.write_status(ctx, status, status.get("status") or "rendering", kept)
             raise Retry(f"the author was refused: {err.message}") from err
@@ -138,7 +138,7 @@ class ApplicationReconciler:
     def converge(self, ctx: ReconcileContext) -> Result:
         app, defs = ctx.app, ctx.definitions
         spec = app.get("spec") or {}
-        status: dict[str, Any] = copy.deepcopy(app.get("status") or {})
+        status: dict[str, Any] = copy_json(app.get("status") or {})
         conditions: list[dict[str, Any]] = []
         moment = datetime.now(timezone.utc)  # one "now" for the whole pass: conditions, steps, restarts
         now = timestamp(moment)

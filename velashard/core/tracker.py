@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 from velashard.apis import labels
@@ -11,6 +10,7 @@ from velashard.core.ownership import dependent_labels
 from velashard.kube import errors
 from velashard.kube.client import KubeClient
 from velashard.kube.controller import Retry
+from velashard.patch.copying import copy_json
 
 Ref = dict[str, Any]
 RefKey = tuple[str, str, str, str]
@@ -56,7 +56,7 @@ class Trackers:
         name = tracker_name(app)
         cached = self.informer.store.get(name)
         if cached is not None:
-            return copy.deepcopy(cached)
+            return copy_json(cached)
         if not (app.get("status") or {}).get("latestRevision"):
             return self._new(app)  # never reconciled: no tracker yet (save finds out if there is one after all)
         try:

@@ -177,10 +177,11 @@ class Applier:
             if update_op(spec, info) == "replace":
                 merged = ownership.with_last_applied(copy.deepcopy(desired))
                 merged["metadata"] = {**live["metadata"], **merged["metadata"]}  # identity and version stay
+                changed = merged if ownership.needs_update(merged, live) else None
             else:
-                merged = ownership.merged_for_update(desired, live)
-            if ownership.needs_update(merged, live):
-                self._wrote(ctx, res, ctx.author.update(res, merged))
+                changed = ownership.merged_if_drifted(desired, live, ctx.key)
+            if changed is not None:
+                self._wrote(ctx, res, ctx.author.update(res, changed))
         except errors.Invalid as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
                            f"{err.message}") from err

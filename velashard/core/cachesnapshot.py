@@ -1,4 +1,5 @@
-"""The render and health caches kept in a file across restarts, so that a restarted shard finds what it computed.
+"""The render and health caches (and the in-sync verdicts of apply) kept in a file across restarts, so that a
+restarted shard finds what it computed.
 
 A shard's caches live in its process: after a restart every settled app was rendered and its health programs
 evaluated again, which was nine tenths of what the restart cost (some 20 ms of CUE per load-test app; a shard of
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from velashard.core import health, render_cache
+from velashard.core import health, ownership, render_cache
 from velashard.core.slotcache import Entry, SlotCache
 from velashard.observability import fields
 
@@ -71,8 +72,10 @@ def json_codec(cache: SlotCache, decode: Callable[[Any], Any] = lambda value: va
 
 
 def app_caches() -> dict[str, Kept]:
-    """The Application controller's caches: renderings (packed already) and health verdicts."""
-    return {"render": Kept(render_cache.cache()), "health": json_codec(health.verdicts(), tuple)}
+    """The Application controller's caches: renderings (packed already), health verdicts, and which managed
+    objects were found in sync with what the app applies."""
+    return {"render": Kept(render_cache.cache()), "health": json_codec(health.verdicts(), tuple),
+            "in-sync": json_codec(ownership.in_sync())}
 
 
 def _chunk(data: bytes) -> bytes:

@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache-managed-resources", dest="cache_managed_resources", action="store_false",
                    help=argparse.SUPPRESS)  # the same as --cache-managed-resources=false
     p.add_argument("--cache-dir", default="", metavar="DIR",
-                   help="where the Application controller keeps its render and health caches across restarts "
-                        "(one file per shard id, e.g. an emptyDir); empty (the default): in memory only")
+                   help="where the Application controller keeps its caches (renderings, health verdicts, objects found "
+                        "in sync) across restarts, one file per shard id (e.g. on an emptyDir); empty (the default): "
+                        "in memory only")
     p.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-debug", action=GoBool, help="KubeVela's switch for debug logs: --log-level=debug")

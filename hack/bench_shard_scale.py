@@ -29,7 +29,8 @@ Then, at the last size:
 Goals (issue 48): shard-0 at most 25 KiB per app, KiB per app and CPU seconds per app at the last size within
 15% of the first; update p99 <= 5 s; restart within 120 s with no write but Leases and Events; failover within
 300 s; the master's RSS and steady-state requests per minute at the last size within 10% of the first.
-`--profile DIR` records shard-0, the master and the API server with py-spy while the last size converges.
+`--profile DIR` records shard-0, the master and the API server with py-spy while the last size converges, and
+shard-0 and the API server during the restart (DIR/restart).
 
     nice -n 19 python hack/bench_shard_scale.py [--sizes 4000,12000,40000] [--update-minutes 5]
 """
@@ -163,16 +164,25 @@ def restart(cluster: Cluster, args: argparse.Namespace) -> dict:
     """Kill shard-0 and start it again at once; seconds until it has reconciled all its apps, and the writes."""
     owned = app_shards(cluster).get(SHARD, 0)
     _, seq = audit_since(cluster, 1 << 62)
+    others = {"master": cluster.controllers["master"].proc.pid, "apiserver": cluster.server.proc.pid}
+    directory = os.path.join(args.profile, "restart") if args.profile else None
+    profiles = start_profiles(directory, {"apiserver": others["apiserver"]}) if directory else []
+    cpu_before = {name: tree_cpu_seconds(pid) for name, pid in others.items()}
     killed = time.monotonic()
     cluster.kill(SHARD)
     cluster.shard_pod(SHARD, False, terminated=True)
-    ctl = cluster.start(SHARD, shard=SHARD, wait=False)
+    ctl = cluster.start(SHARD, *shard_flags(args), shard=SHARD, wait=False)
+    if directory:
+        profiles += start_profiles(directory, {"shard": ctl.proc.pid})
     wait_ready(ctl.health, args.timeout)  # its pod turns Ready once it serves /readyz, as a kubelet would say
     cluster.shard_pod(SHARD, True)
     ready = time.monotonic() - killed
     done = cluster_wait(lambda: ctl.metric("velashard_applications_reconciled") >= owned, args.timeout)
     seconds = time.monotonic() - killed
     cpu = cpu_seconds(ctl.proc.pid)
+    reconciles = ctl.metric("velashard_reconcile_total")
+    cpu_others = {name: round(tree_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in others.items()}
+    stop_profiles(profiles)
     time.sleep(args.settle)
     records, _ = audit_since(cluster, seq)
     writes = writes_of(records)
@@ -181,7 +191,10 @@ def restart(cluster: Cluster, args: argparse.Namespace) -> dict:
                     for r in writes if r["resource"] not in ("leases", "events"))
     return {"apps": owned, "seconds_until_ready": round(ready, 1),
             "seconds_until_all_reconciled": round(seconds, 1) if done else None,
-            "cpu_seconds_until_reconciled": round(cpu, 1), "load": [round(x, 1) for x in os.getloadavg()],
+            "cpu_seconds_until_reconciled": round(cpu, 1),
+            "cpu_seconds_per_app": {"shard": round(cpu / max(1, owned), 4),
+                                    **{name: round(v / max(1, owned), 4) for name, v in cpu_others.items()}},
+            "cpu_seconds_others": cpu_others, "reconciles_per_app": round(reconciles / max(1, owned), 2), "load": [round(x, 1) for x in os.getloadavg()],
             "apps_moved": owned - app_shards(cluster).get(SHARD, 0),
             "writes_other_than_leases_and_events": sum(other.values()), "writes_by_kind": dict(other.most_common()),
             "lease_writes": sum(r["resource"] == "leases" for r in writes),
@@ -223,6 +236,11 @@ def failover(cluster: Cluster, tracker: AppTracker, args: argparse.Namespace) ->
             "writes_per_app_by_verb": by_verb(writes, max(1, owned))}
 
 
+def shard_flags(args: argparse.Namespace) -> list[str]:
+    """The shards keep their caches in a file across restarts (each its own, by shard id) with --cache-dir."""
+    return ["--cache-dir", args.cache_dir] if args.cache_dir else []
+
+
 def cluster_wait(check, timeout: float, interval: float = 0.5) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -254,7 +272,9 @@ def main() -> int:
     parser.add_argument("--failover", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--grace", default="60s", help="the master's --orphan-grace-period")
     parser.add_argument("--timeout", type=float, default=7200.0)
-    parser.add_argument("--profile", metavar="DIR", help="py-spy raw profiles while the last size converges")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy raw profiles while the last size converges and during the restart")
+    parser.add_argument("--cache-dir", default="", metavar="DIR",
+                        help="the shards' --cache-dir (a restart then finds their render and health caches)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     result: dict = {"benchmark": "shard-scale", "cores": os.cpu_count(), "commit": _commit(), "sizes": sizes,
@@ -263,7 +283,7 @@ def main() -> int:
         cluster.client.patch(NAMESPACES, APPS_NS, {"metadata": {"labels": {labels.SHARD_ID: SHARD}}})
         cluster.start_master("--enable-leader-election", "--orphan-grace-period", args.grace)
         for name in (SHARD, IDLE):
-            cluster.start(name, shard=name)
+            cluster.start(name, *shard_flags(args), shard=name)
         cluster.settle(5.0)
         api_baseline_kib = rss_kib(cluster.server.proc.pid)
         tracker = AppTracker(cluster.client, APPS_NS).start()

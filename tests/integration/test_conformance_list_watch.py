@@ -70,6 +70,27 @@ def test_pagination_with_limit_and_continue(api_client, namespace):
     assert seen == [f"p{i}" for i in range(7)] and pages == 3
 
 
+def test_pagination_of_a_selective_list_pages_what_is_selected(api_client, namespace):
+    """Every third object selected: full pages of selected ones, and a continue token only while a selected one
+    follows (none after the last, though unselected ones follow it)."""
+    core = client.CoreV1Api(api_client)
+    for i in range(20):
+        core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(
+            name=f"s{i:02d}", labels={"pick": "yes" if i % 3 == 0 else "no"})))
+    seen, sizes, token = [], [], None
+    while True:
+        page = core.list_namespaced_config_map(namespace, limit=2, label_selector="pick=yes", _continue=token)
+        seen += [i.metadata.name for i in page.items]
+        sizes.append(len(page.items))
+        token = page.metadata._continue
+        if not token:
+            break
+        assert page.metadata.remaining_item_count is None  # not counted for a selective list
+    assert seen == [f"s{i:02d}" for i in range(0, 20, 3)] and sizes == [2, 2, 2, 1]
+    exact = core.list_namespaced_config_map(namespace, limit=7, label_selector="pick=yes")
+    assert len(exact.items) == 7 and not exact.metadata._continue  # s18 is the last selected: nothing follows
+
+
 def test_watch_from_resource_version_and_initial_events(api_client, namespace):
     core = client.CoreV1Api(api_client)
     core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="before")))

@@ -35,7 +35,7 @@ FLOORS: dict[str, int] = {
     "velashard.core.apply": 5, "velashard.core.rendering": 5, "velashard.core.render_cache": 5,
     "velashard.core.refobjects": 5, "velashard.core.revisions": 5, "velashard.core.managed": 5,
     "velashard.core.events": 5,
-    "velashard.core.tracker": 6, "velashard.core.slotcache": 7,
+    "velashard.core.tracker": 6, "velashard.core.ownership": 6, "velashard.core.slotcache": 7,
     # what every floor uses: the run's phases and the workflow's parse, a reconcile's outcomes
     "velashard.workflow.phases": 8, "velashard.workflow.spec": 8, "velashard.workflow.delivery": 8,
 }

@@ -18,6 +18,7 @@ from velashard.apis.oam import APPLICATIONS, WORKFLOW_RUNS
 from velashard.apis.validation import is_valid_label_value
 from velashard.cli.flags import LOG_FORMATS, LOG_LEVELS, GoBool, duration
 from velashard.core.authors import DEFAULT_GROUP_PATTERN, DEFAULT_USER, AuthConfig, author_of
+from velashard.core.cachesnapshot import CacheSnapshots, app_caches
 from velashard.core.controller import ApplicationController
 from velashard.core.controller import Options as AppOptions
 from velashard.core.defstatus import DefinitionChecker
@@ -130,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "settled apps polled every --state-keep-interval)")
     p.add_argument("--no-cache-managed-resources", dest="cache_managed_resources", action="store_false",
                    help=argparse.SUPPRESS)  # the same as --cache-managed-resources=false
+    p.add_argument("--cache-dir", default="", metavar="DIR",
+                   help="where the Application controller keeps its caches (renderings, health verdicts, objects found "
+                        "in sync) across restarts, one file per shard id (e.g. on an emptyDir); empty (the default): "
+                        "in memory only")
     p.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-debug", action=GoBool, help="KubeVela's switch for debug logs: --log-level=debug")
@@ -303,6 +308,11 @@ def setup_controllers(manager: Manager, client: KubeClient, args: argparse.Names
                                                          args.max_workflow_failed_backoff_time,
                                                          args.max_workflow_step_error_retry_times),
                                                      egress=egress_policy(args, manager)))
+    if args.cache_dir:
+        # read back before the workers start; written while this process leads (and once more as it stops)
+        snapshots = CacheSnapshots(os.path.join(args.cache_dir, f"{args.shard_id}.cache"), app_caches())
+        snapshots.load()
+        manager.add_runnable(snapshots.start, snapshots.stop)
     runs = run_controller(manager, apps, apps.options)  # WorkflowRuns, beside the apps, on the same shard
     if not args.enable_sharding or args.shard_id == labels.MASTER_SHARD_ID:
         DefinitionChecker(manager)

@@ -8,7 +8,6 @@ Every write, every delete and every read past the shard's caches goes through th
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from typing import Any
 
@@ -20,7 +19,6 @@ from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event
 from velashard.core.managed import ManagedCaches, kinds_of
 from velashard.core.rendered import RenderedComponent
-from velashard.core.slotcache import SlotCache, digest
 from velashard.core.resourcepolicies import (ResourceInfo, apply_once, info_of, is_read_only, is_shared,
                                              keep_live_paths, may_take_over, update_op)
 from velashard.core.tracker import DependentCheck, Ref
@@ -43,10 +41,6 @@ class Applier:
         self.managed = managed  # informers of managed kinds, when this process caches them
         self.check_dependent = check_dependent  # sharded: stop when a resource read live is already moving away
         self.own_writes = own_writes  # what this process wrote, so that the echo of a write wakes no one
-        # Objects found to need no update, by app: the desired state's digest and the live object's version. A
-        # settled app's re-apply (every re-sync, a restart) then merges nothing: the three-way merge was a third
-        # of its reconcile.
-        self.in_sync = SlotCache()
 
     def use_kinds(self, ctx: ReconcileContext, objects: list[dict[str, Any]]) -> None:
         """Make sure the kinds the app applies are cached (on demand), before it applies or reads them."""
@@ -180,19 +174,14 @@ class Applier:
                         self._refuse_owned(ctx, comp, desired, res, other, what)
                     if ownership.owner_of(live) is None:
                         self._may_adopt(ctx, comp, desired, info, what)
-            op = update_op(spec, info)
-            seen = _in_sync_inputs(desired, live, op)
-            if seen is not None and self.in_sync.get(ctx.key, _slot(res, meta["name"], namespace), seen):
-                return  # this very object was found in sync with this very desired state before
-            if op == "replace":
+            if update_op(spec, info) == "replace":
                 merged = ownership.with_last_applied(copy.deepcopy(desired))
                 merged["metadata"] = {**live["metadata"], **merged["metadata"]}  # identity and version stay
+                changed = merged if ownership.needs_update(merged, live) else None
             else:
-                merged = ownership.merged_for_update(desired, live)
-            if ownership.needs_update(merged, live):
-                self._wrote(ctx, res, ctx.author.update(res, merged))
-            elif seen is not None:
-                self.in_sync.put(ctx.key, _slot(res, meta["name"], namespace), seen, True)
+                changed = ownership.merged_if_drifted(desired, live, ctx.key)
+            if changed is not None:
+                self._wrote(ctx, res, ctx.author.update(res, changed))
         except errors.Invalid as err:
             raise Terminal(f'{what} "{comp.name}": {desired["kind"]} {meta["name"]} is invalid: '
                            f"{err.message}") from err
@@ -254,16 +243,3 @@ class Applier:
         except (errors.NotFound, errors.Conflict):
             pass
 
-
-def _slot(res: Resource, name: str, namespace: str | None) -> bytes:
-    return digest(res.group, res.plural, namespace or "", name)
-
-
-def _in_sync_inputs(desired: dict[str, Any], live: dict[str, Any], op: str) -> bytes | None:
-    """What an object's "needs no update" verdict depends on: the desired state, how it is applied, the live
-    object's identity and version; None when the live object has no version to go by."""
-    meta = live.get("metadata") or {}
-    if not meta.get("uid") or not meta.get("resourceVersion"):
-        return None
-    return digest(json.dumps(desired, sort_keys=True, separators=(",", ":")), op, meta["uid"],
-                  meta["resourceVersion"])

@@ -25,6 +25,11 @@ def forget(key: str) -> None:
     _RESULTS.forget(key)
 
 
+def verdicts() -> SlotCache:
+    """The verdicts themselves (for core/cachesnapshot.py)."""
+    return _RESULTS
+
+
 def resource_health(obj: dict[str, Any] | None) -> tuple[bool, str]:
     """(healthy, message) for one live object; a missing object is unhealthy."""
     if obj is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Any, Callable
 
 from velashard.kube import errors
@@ -37,6 +38,7 @@ class ManagedCaches:
         self._informers: dict[Resource, Informer] = {}
         self._builtin = set(BUILTIN_KINDS)
         self._used: dict[str, frozenset[Resource]] = {}  # app key -> on-demand kinds it applies
+        self._users: Counter[Resource] = Counter()  # on-demand kind -> how many apps apply it
         self._access = AccessReviews(manager.client)
         for res in BUILTIN_KINDS:
             informer = manager.informer(res, label_selector=selector, transform=for_managed_resources, packed=True)
@@ -48,25 +50,29 @@ class ManagedCaches:
             return self._informers.get(res)
 
     def use(self, key: str, kinds: set[Resource]) -> None:
-        """Record the kinds an app applies now: start informers for new ones, stop those no app uses any more."""
+        """Record the kinds an app applies now: start informers for new ones, stop those no app uses any more.
+        Returns once the caches of its kinds have synced (or SYNC_WAIT passed): also when another app's reconcile
+        started one a moment ago, whose list is on the way (a restarted shard's workers otherwise read thousands
+        of objects live meanwhile)."""
         wanted = frozenset(k for k in kinds if k not in self._builtin and (k in self._informers
                                                                             or self._access.may_watch(k)))
         started: list[Informer] = []
+        unused: list[Informer] = []
         with self._lock:
-            if self._used.get(key, frozenset()) == wanted:
-                return
-            if wanted:
-                self._used[key] = wanted
-            else:
-                self._used.pop(key, None)
-            for res in wanted:
-                if res not in self._informers:
-                    informer = self._manager.start_informer(res, self._selector, for_managed_resources, packed=True)
-                    self._informers[res] = informer
-                    started.append(informer)
-            unused = self._unused()
+            if self._used.get(key, frozenset()) != wanted:
+                self._record(key, wanted)
+                for res in wanted:
+                    if res not in self._informers:
+                        informer = self._manager.start_informer(res, self._selector, for_managed_resources,
+                                                                packed=True)
+                        self._informers[res] = informer
+                        started.append(informer)
+                unused = self._unused()
+            syncing = [self._informers[res] for res in wanted
+                       if res in self._informers and not self._informers[res].has_synced()]
         for informer in started:
             self._watch(informer)
+        for informer in syncing:
             if not informer.wait_for_sync(SYNC_WAIT):
                 log.warning("on-demand cache not synced yet; reading that kind live meanwhile",
                             extra=fields(key=key, informer=informer.name))
@@ -76,17 +82,31 @@ class ManagedCaches:
     def forget(self, key: str) -> None:
         """The app is gone from this process (deleted or moved away)."""
         with self._lock:
-            if self._used.pop(key, None) is None:
+            if key not in self._used:
                 return
+            self._record(key, frozenset())
             unused = self._unused()
         for informer in unused:
             self._manager.stop_informer(informer)
 
-    def _unused(self) -> list[Informer]:
-        in_use = set().union(*self._used.values()) if self._used else set()
-        gone = [res for res in self._informers if res not in self._builtin and res not in in_use]
-        return [self._informers.pop(res) for res in gone]
+    def _record(self, key: str, wanted: frozenset[Resource]) -> None:
+        """Under the lock: the app's kinds, and how many apps use each kind (counted, not gathered from every
+        app at each change: a restart of 40,000 apps made that quadratic)."""
+        before = self._used.get(key, frozenset())
+        for res in before - wanted:
+            self._users[res] -= 1
+            if self._users[res] <= 0:
+                del self._users[res]
+        for res in wanted - before:
+            self._users[res] += 1
+        if wanted:
+            self._used[key] = wanted
+        else:
+            self._used.pop(key, None)
 
+    def _unused(self) -> list[Informer]:
+        gone = [res for res in self._informers if res not in self._builtin and res not in self._users]
+        return [self._informers.pop(res) for res in gone]
 
 def kinds_of(objects: list[dict[str, Any]], resolve: Callable[[dict[str, Any]], Resource]) -> set[Resource]:
     """The resources of rendered objects whose kind the server knows."""

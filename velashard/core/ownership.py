@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from velashard.apis import labels
+from velashard.core.slotcache import SlotCache, digest
 from velashard.patch import three_way_merge
 
 LAST_APPLIED = labels.LAST_APPLIED
+
+# Per app and managed object, the digest of the last (desired, live) pair found in sync (see `merged_if_drifted`).
+_IN_SYNC = SlotCache()
 
 
 def owner_of(obj: dict[str, Any]) -> tuple[str, str] | None:
@@ -60,6 +65,40 @@ def merged_for_update(desired: dict[str, Any], live: dict[str, Any]) -> dict[str
 def needs_update(merged: dict[str, Any], live: dict[str, Any]) -> bool:
     ignore = {"status"}
     return any(merged.get(k) != live.get(k) for k in (set(merged) | set(live)) - ignore)
+
+
+def merged_if_drifted(desired: dict[str, Any], live: dict[str, Any], owner: str = "") -> dict[str, Any] | None:
+    """`merged_for_update` when applying `desired` would change `live` (`needs_update`), else None.
+
+    The answer is a pure function of the two objects (status aside, which no update writes), so a pair found in
+    sync is remembered for the owning app (its key; its entries go with it: `forget`) by a digest of both: a
+    re-sync of a settled app, or a restart with the snapshot of core/cachesnapshot.py, merges nothing (the merge
+    was a fifth of such a reconcile)."""
+    meta = desired.get("metadata") or {}
+    slot = digest(str(desired.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+    inputs = b""
+    if owner:
+        text = json.dumps(desired, separators=(",", ":"), default=str) + "\x00" + json.dumps(
+            {k: v for k, v in live.items() if k != "status"}, separators=(",", ":"), default=str)
+        inputs = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        if _IN_SYNC.get(owner, slot, inputs):
+            return None
+    merged = merged_for_update(desired, live)
+    if needs_update(merged, live):
+        return merged
+    if owner:
+        _IN_SYNC.put(owner, slot, inputs, True)
+    return None
+
+
+def in_sync() -> SlotCache:
+    """The pairs found in sync (for core/cachesnapshot.py)."""
+    return _IN_SYNC
+
+
+def forget(key: str) -> None:
+    """The app `key` (namespace/name) is gone from this process: so are its pairs."""
+    _IN_SYNC.forget(key)
 
 
 def dependent_labels(app: dict[str, Any]) -> dict[str, str]:

@@ -8,7 +8,6 @@ follow kube/controller.py's model: a Result when done, Retry or Terminal when no
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from datetime import datetime, timezone
@@ -93,13 +92,13 @@ class ApplicationReconciler:
                 self.placed_at_admission(app)
             problem = refusal(app, self.auth)
             if problem:
-                self.write_status(ctx, copy.deepcopy(app.get("status") or {}), "rendering", [app_status.condition(
+                self.write_status(ctx, copy_json(app.get("status") or {}), "rendering", [app_status.condition(
                     "Authorized", False, "ServiceAccountRefused", problem, timestamp())])
                 raise Terminal(problem)
             return self.converge(ctx)
         except errors.Forbidden as err:
             # Refused where no step reports it (garbage collection, deletion): the status says so all the same.
-            status = copy.deepcopy(app.get("status") or {})
+            status = copy_json(app.get("status") or {})
             kept = [c for c in status.get("conditions") or [] if c.get("type") != "Authorized"]
             self.write_status(ctx, status, status.get("status") or "rendering", kept)
             raise Retry(f"the author was refused: {err.message}") from err

@@ -69,6 +69,11 @@ def forget(key: str) -> None:
     _RENDERED.forget(key)
 
 
+def cache() -> SlotCache:
+    """The renderings themselves (for core/cachesnapshot.py)."""
+    return _RENDERED
+
+
 def render_count() -> int:
     """How many components and policies were evaluated so far (not served from the cache)."""
     with _RENDERS_LOCK:

@@ -9,9 +9,12 @@ close.
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import urlencode
@@ -82,6 +85,43 @@ def load_configuration(kubeconfig: str | None = None) -> ClientConfig:
 
 def user_agent(shard_id: str, component: str = "velashard") -> str:
     return f"{component}/{__version__} (shard={shard_id})"
+
+
+# Bodies at least this large (list pages) are decoded with the cyclic garbage collector paused.
+LARGE_BODY = 64 * 1024
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = True
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while the block runs (threads may nest and overlap: it is back on once
+    the last one is done, if it was on before the first)."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def decode_body(data: bytes) -> Any:
+    """A response's JSON. A list page of 500 Deployments is some 100,000 new dicts and lists, which set off a
+    collection every few hundred, each traversing what was built so far: the page took 2.5 times as long to decode
+    (a third of a restarted shard's CPU went to decoding its initial lists). Nothing decoding makes is garbage, so
+    pausing the collector for it loses nothing."""
+    if len(data) < LARGE_BODY:
+        return json.loads(data)
+    with gc_paused():
+        return json.loads(data)
 
 
 @dataclass(frozen=True)
@@ -285,7 +325,7 @@ class KubeClient:
                 if self._on_forbidden is not None:
                     self._on_forbidden(err)
             raise err
-        return json.loads(data) if data else None
+        return decode_body(data) if data else None
 
     # --- verbs -----------------------------------------------------------------------------------
 

@@ -34,6 +34,19 @@ class Packer:
         compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=self._dictionary)
         return compressor.compress(raw) + compressor.flush()
 
+    @property
+    def dictionary(self) -> bytes | None:
+        """The preset dictionary (None until the first pack or `adopt`)."""
+        return self._dictionary
+
+    def adopt(self, dictionary: bytes) -> bool:
+        """Take `dictionary` (another packer's, e.g. a snapshot's) when this one has none yet or the same one, so
+        that blobs it packed unpack here; False when this packer has a different one already."""
+        with self._lock:
+            if self._dictionary is None:
+                self._dictionary = dictionary
+            return self._dictionary == dictionary
+
     def unpack(self, blob: bytes) -> dict[str, Any]:
         assert self._dictionary is not None  # nothing was packed before it
         decompressor = zlib.decompressobj(-zlib.MAX_WBITS, zdict=self._dictionary)

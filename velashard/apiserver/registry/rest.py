@@ -193,24 +193,14 @@ class RestAPI:
             except (ValueError, KeyError, TypeError, IndexError):
                 raise errors.bad_request("continue key is not valid: invalid continue token")
         selective = bool(label_selector or field_selector)
-        found, following, current = self.store.entries(rt.group_resource, namespace or None, start,
-                                                       0 if selective else limit)
+        # selective: `following` says whether something selected follows the page
+        found, following, current = self.store.entries(
+            rt.group_resource, namespace or None, start, limit,
+            (lambda key, stored: matches(stored.view(key))) if selective else None)
         metadata: dict[str, Any] = {"resourceVersion": str(rv if rv is not None else current)}
-        raws: list[bytes] = []
-        last: tuple[str, str] | None = None
+        raws = [stored.raw for _, stored in found]
+        last: tuple[str, str] | None = found[-1][0] if found else None
         remaining = following
-        if selective:
-            for index, (key, stored) in enumerate(found):
-                if not matches(stored.view(key)):
-                    continue
-                if limit and len(raws) >= limit:
-                    remaining = len(found) - index  # something selected follows the page
-                    break
-                raws.append(stored.raw)
-                last = key
-        elif found:
-            raws = [stored.raw for _, stored in found]
-            last = found[-1][0]
         if remaining and last is not None:
             token = {"rv": rv if rv is not None else current, "start": list(last)}
             metadata["continue"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()

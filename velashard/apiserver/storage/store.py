@@ -285,18 +285,33 @@ class Store:
         """The object at rest (its JSON and what selectors read), without decoding it."""
         return self._objects.get(gr, {}).get(key)
 
-    def entries(self, gr: GroupResource, namespace: str | None = None, after: Key | None = None, limit: int = 0
-                ) -> tuple[list[tuple[Key, Stored]], int, int]:
+    def entries(self, gr: GroupResource, namespace: str | None = None, after: Key | None = None, limit: int = 0,
+                select: Callable[[Key, Stored], bool] | None = None) -> tuple[list[tuple[Key, Stored]], int, int]:
         """The resource's objects at rest in list order (of one namespace; past `after`; the first `limit` of
         them), all as they were at the resourceVersion returned with them, and how many objects follow those.
-        The lock is held only to look them up: what a list then does with them (select, encode) needs none, as
-        an object at rest never changes."""
+        The lock is held only to look them up: what a list then does with them (encode) needs none, as an object
+        at rest never changes.
+
+        With `select` (a selector's predicate, which reads only what the store keeps beside the JSON), only the
+        objects it selects, and what follows is 1 when a selected one does, else 0: the scan stops there, so a
+        selective list read page by page costs what it returns, not the whole rest of the resource per page
+        (a shard's first list of 80,000 Deployments, 160 pages, was quadratic)."""
         with self._lock:
             keys = self._ordered_keys(gr)
             lo, hi = _key_range(keys, namespace, after)
-            end = min(hi, lo + limit) if limit else hi
             bucket = self._objects.get(gr, {})
-            return [(key, bucket[key]) for key in keys[lo:end]], hi - end, self._rv
+            if select is None:
+                end = min(hi, lo + limit) if limit else hi
+                return [(key, bucket[key]) for key in keys[lo:end]], hi - end, self._rv
+            found: list[tuple[Key, Stored]] = []
+            for index in range(lo, hi):
+                key = keys[index]
+                stored = bucket[key]
+                if select(key, stored):
+                    if limit and len(found) >= limit:
+                        return found, 1, self._rv
+                    found.append((key, stored))
+            return found, 0, self._rv
 
     def list(self, gr: GroupResource, namespace: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Objects sorted by (namespace, name), as etcd orders its keys, decoded; and the list's resourceVersion."""

@@ -4,6 +4,7 @@ a restored slot serves only its own inputs; what no app asks for goes; an app's 
 from __future__ import annotations
 
 import os
+import time
 
 from velashard.core.cachesnapshot import CacheSnapshots, Kept, code_fingerprint, json_codec, read, write
 from velashard.core.slotcache import SlotCache, digest
@@ -115,3 +116,19 @@ def test_the_fingerprint_covers_the_source(tmp_path):
     before = code_fingerprint(str(tmp_path))
     (tmp_path / "a.py").write_text("x = 2\n")
     assert code_fingerprint(str(tmp_path)) != before
+
+
+def test_a_snapshot_is_written_soon_after_the_caches_stop_changing(tmp_path):
+    path = str(tmp_path / "c")
+    kept = caches()
+    snapshots = CacheSnapshots(path, kept, interval=3600, quiet=0.05)
+    snapshots.load()
+    snapshots.start()
+    try:
+        kept["health"].cache.put("ns/a", WEB, V1, (True, "ok"))
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert os.path.exists(path)  # long before the hour is up
+    finally:
+        snapshots.stop()

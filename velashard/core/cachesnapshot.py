@@ -38,7 +38,8 @@ from velashard.observability import fields
 log = logging.getLogger("velashard.core.cachesnapshot")
 
 MAGIC = b"VSCACHE1"
-SAVE_INTERVAL = 60.0  # seconds between checks whether the caches changed (then they are written)
+SAVE_INTERVAL = 60.0  # seconds at most between writes while the caches keep changing
+QUIET = 10.0  # and they are written once they have not changed for this long (a snapshot soon after apps settle)
 RESTORED_TTL = 900.0  # what was restored and not asked for within this long belongs to apps that left
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _ENTRY = struct.Struct("<HBHI")  # lengths of owner, slot, inputs, result
@@ -178,12 +179,14 @@ def _parse(data: memoryview, at: int, caches: dict[str, Kept]) -> dict[str, tupl
 
 
 class CacheSnapshots:
-    """Reads the caches back once (`load`, before the workers start) and writes them every `interval` while they
-    change, and once more when stopped."""
+    """Reads the caches back once (`load`, before the workers start); writes them once they stopped changing for
+    `quiet` seconds, at least every `interval` while they keep changing, and once more when stopped."""
 
     def __init__(self, path: str, caches: dict[str, Kept], interval: float = SAVE_INTERVAL,
-                 restored_ttl: float = RESTORED_TTL):
+                 restored_ttl: float = RESTORED_TTL, quiet: float = QUIET):
         self.path, self.caches, self.interval, self.restored_ttl = path, caches, interval, restored_ttl
+        self.quiet = min(quiet, interval)
+        self._written_at = time.monotonic()
         self._fingerprint = code_fingerprint()
         self._saved_at_changes = -1
         self._loaded_at: float | None = None
@@ -220,7 +223,7 @@ class CacheSnapshots:
             except OSError as err:
                 log.warning("cannot write the cache snapshot", extra=fields(path=self.path, error=str(err)))
                 return False
-            self._saved_at_changes = changes
+            self._saved_at_changes, self._written_at = changes, time.monotonic()
             return True
 
     def start(self) -> None:
@@ -229,8 +232,12 @@ class CacheSnapshots:
         self._thread.start()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.save()
+        seen = self._changes()
+        while not self._stop.wait(self.quiet):
+            changes = self._changes()
+            if changes == seen or time.monotonic() - self._written_at >= self.interval:
+                self.save()
+            seen = changes
 
     def stop(self) -> None:
         self._stop.set()

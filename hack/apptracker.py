@@ -96,9 +96,14 @@ class AppTracker:
                 self.latencies[(name, expected[0])] = now - expected[1]
 
     def wait(self, check: Any, timeout: float, interval: float = 0.5) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return True
-            time.sleep(interval)
-        return check()
+        return wait_until(check, timeout, interval)
+
+
+def wait_until(check: Any, timeout: float, interval: float = 0.5) -> bool:
+    """Poll `check` until it is true or `timeout` seconds passed; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(interval)
+    return bool(check())

@@ -47,7 +47,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hack.apptracker import AppTracker  # noqa: E402
+from hack.apptracker import AppTracker, wait_until  # noqa: E402
 from hack.bench_apiserver import _commit  # noqa: E402
 from hack.bench_kubevela_tiers import (app_shards, audit_since, by_verb, continuous_updates, create_apps,  # noqa: E402
                                        cpu_seconds, histogram, quantile, start_profiles, stop_profiles,
@@ -177,7 +177,7 @@ def restart(cluster: Cluster, args: argparse.Namespace) -> dict:
     wait_ready(ctl.health, args.timeout)  # its pod turns Ready once it serves /readyz, as a kubelet would say
     cluster.shard_pod(SHARD, True)
     ready = time.monotonic() - killed
-    done = cluster_wait(lambda: ctl.metric("velashard_applications_reconciled") >= owned, args.timeout)
+    done = wait_until(lambda: ctl.metric("velashard_applications_reconciled") >= owned, args.timeout)
     seconds = time.monotonic() - killed
     cpu = cpu_seconds(ctl.proc.pid)
     reconciles = ctl.metric("velashard_reconcile_total")
@@ -239,15 +239,6 @@ def failover(cluster: Cluster, tracker: AppTracker, args: argparse.Namespace) ->
 def shard_flags(args: argparse.Namespace) -> list[str]:
     """The shards keep their caches in a file across restarts (each its own, by shard id) with --cache-dir."""
     return ["--cache-dir", args.cache_dir] if args.cache_dir else []
-
-
-def cluster_wait(check, timeout: float, interval: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(interval)
-    return check()
 
 
 def flatness(sizes: list[dict], path: tuple[str, ...]) -> float | None:

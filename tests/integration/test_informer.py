@@ -19,6 +19,7 @@ from velashard.kube import errors
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.informer import EventHandler, Informer
 from velashard.kube.resources import CONFIGMAPS
+from velashard.kube.packing import Packer
 from velashard.kube.store import Store
 from tests.integration.helpers import eventually
 
@@ -309,6 +310,39 @@ def test_a_packed_cache_lists_page_by_page_never_holding_every_object_decoded(ap
     assert len(added) == 1100 and len(informer.store) == 1100
     # Each object is packed as it comes; the old list held all 1,100 decoded before storing any.
     assert most_alive <= 1
+
+
+def test_a_first_list_hands_each_object_over_as_stored_and_a_handler_added_meanwhile_misses_none(
+        apiserver, namespace, informers, monkeypatch):
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="test")
+    for i in range(700):  # two pages
+        kube.create(CONFIGMAPS, cm(f"f{i:04d}", namespace))
+    unpacked = 0
+    real_unpack = Packer.unpack
+
+    def counting_unpack(self: Packer, blob: bytes) -> dict[str, Any]:
+        nonlocal unpacked
+        unpacked += 1
+        return real_unpack(self, blob)
+
+    monkeypatch.setattr(Packer, "unpack", counting_unpack)
+    first: list[str] = []
+    late: list[str] = []
+    informer: Informer
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["metadata"]["name"] == "f0600":  # in the second page, while the first list runs
+            informer.add_handler(EventHandler(on_add=lambda o: late.append(o["metadata"]["name"])))
+        return obj
+
+    informer = Informer(kube, CONFIGMAPS, namespace, transform=transform, packed=True)
+    informer.add_handler(EventHandler(on_add=lambda o: first.append(o["metadata"]["name"])))
+    informers.append(informer.start())
+    assert informer.wait_for_sync(60)
+    names = [f"f{i:04d}" for i in range(700)]
+    assert first == names
+    assert sorted(late) == names  # the 600 stored before it came replayed, the rest handed over: each once
+    assert unpacked == 600  # only the replay decoded anything again
 
 
 def test_a_relist_keeps_the_old_content_readable_until_the_new_one_is_complete():

@@ -112,10 +112,11 @@ class Informer:
         self.heartbeat = Heartbeat(f"informer {self.name}", stuck_after)
 
     def add_handler(self, handler: EventHandler) -> None:
-        """Handlers added before start see every object as an add; later ones get the cache replayed."""
+        """Handlers added before start see every object as an add; later ones get the cache replayed (during a
+        first list, what it has stored so far)."""
         with self._dispatch_lock:  # no event may slip between the replay and the first live event
             self._handlers.append(handler)
-            if self._synced.is_set() and handler.on_add:
+            if handler.on_add:
                 for obj in self.store.each():
                     self._call(handler.on_add, obj)
 
@@ -207,6 +208,9 @@ class Informer:
                 self._stop.wait(delay)
 
     def _list(self) -> None:
+        if not self._synced.is_set() and not len(self.store):
+            self._first_list()
+            return
         versions: dict[str, str | None] = {}  # key -> resourceVersion of what the list returned
         rv = ""
 
@@ -240,6 +244,27 @@ class Informer:
                 self._dispatch("add", obj)
             else:
                 self._dispatch("update", obj, old)
+        self._synced.set()
+
+    def _first_list(self) -> None:
+        """The first list fills the empty cache as its pages come and hands each object to the handlers as it is
+        stored, as a watch event's is (client-go's reflector and DeltaFIFO do the same): nothing reads an
+        informer's cache before it has synced, and a packed cache then decodes no object a second time for its
+        handlers (a shard's restart lists every app and managed object). A list that breaks off leaves a partial
+        cache, which the next list replaces like any relist."""
+        rv, count = "", 0
+        for page, rv in self.client.list_pages(self.resource, self.namespace, self.label_selector,
+                                               self.field_selector):
+            for obj in page:
+                obj = self._transform(obj)
+                with self._dispatch_lock:  # a handler added meanwhile gets it either replayed or dispatched
+                    self.store.upsert(obj)
+                    self._dispatch("add", obj)
+                count += 1
+        self.resource_missing = False
+        self._rv = rv
+        self.relists += 1
+        INFORMER_OBJECTS.labels(resource=self.name).set(count)
         self._synced.set()
 
     def _watch(self) -> bool:

@@ -9,7 +9,9 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 FROM python:3.11-slim
 RUN useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin velashard
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+# Compiled at build time: the runtime user cannot write site-packages, so without .pyc files every start (a
+# shard's restart, a failover) would compile all of velashard and its dependencies again.
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 COPY addons /opt/velashard/addons
 ENV VELASHARD_ADDONS_DIR=/opt/velashard/addons
 USER 65532:65532

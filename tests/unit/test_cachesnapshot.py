@@ -53,6 +53,9 @@ def test_a_snapshot_of_other_code_or_a_damaged_one_restores_nothing(tmp_path):
         assert read(path, kept, b"f" * 32) == 0
         assert len(kept["render"].cache) == 0 and len(kept["health"].cache) == 0
     assert read(str(tmp_path / "missing"), caches(), b"f" * 32) == 0
+    # Something else in its place (the emptyDir outlives the container: an error here would be a crash loop)
+    os.mkdir(tmp_path / "a-directory")
+    assert read(str(tmp_path / "a-directory"), caches(), b"f" * 32) == 0
 
 
 def test_a_packer_that_packed_already_takes_the_restored_results_packed_again(tmp_path):

@@ -123,6 +123,9 @@ def read(path: str, caches: dict[str, Kept], fingerprint: bytes) -> int:
             data = fh.read()
     except FileNotFoundError:
         return 0
+    except OSError as err:  # a directory or an unreadable file in its place: starting cold beats a crash loop
+        log.warning("cache snapshot unreadable; starting without it", extra=fields(path=path, error=str(err)))
+        return 0
     head = len(MAGIC) + len(fingerprint)
     if data[:len(MAGIC)] != MAGIC or data[len(MAGIC):head] != fingerprint:
         log.info("cache snapshot of other code; starting without it", extra=fields(path=path))

@@ -162,6 +162,10 @@ def test_every_replica_admits_and_the_leaders_pod_deleted_mid_burst_costs_no_cal
                timeout=60, interval=0.5)
     eventually(lambda: len(cluster.masters()) == 2 and leader not in {p["name"] for p in cluster.masters()},
                timeout=120, interval=0.5)
+    # The deleted pod's volumes (its cache's emptyDir, its certificate's copy) went with it; the new pod has its own.
+    volumes = cluster.directory / "volumes"
+    eventually(lambda: not (volumes / leader).exists(), timeout=60, interval=0.5)
+    assert all((volumes / p["name"] / "cache").is_dir() for p in cluster.masters())
     # Every app runs on its shard: none was handed back for a proof the shard did not accept.
     eventually(lambda: all((a.get("status") or {}).get("status") == "running" for a in kube.list(
         APPLICATIONS, "default")["items"] if a["metadata"]["name"] in set(names)), timeout=180, interval=1.0)
@@ -274,6 +278,11 @@ def test_a_chart_upgrade_keeps_apps_running_and_the_new_shard_takes_its_share_by
     # Both master replicas rolled; the new shard has its share of the samples; every drain was answered.
     eventually(lambda: len(cluster.masters()) == 2 and not {p["name"] for p in cluster.masters()} & old_masters,
                timeout=240, interval=1.0)
+    # A rollout makes new pods: each starts with an empty cache directory of its own (the cold path; a snapshot of
+    # the old version would be ignored anyway), and the old pods' went with them.
+    volumes = cluster.directory / "volumes"
+    assert all((volumes / p["name"] / "cache").is_dir() for p in cluster.masters())
+    eventually(lambda: not any((volumes / name).exists() for name in old_masters), timeout=60, interval=0.5)
 
     def rebalanced() -> bool:
         apps = snapshot(kube)["apps"]

@@ -162,6 +162,10 @@ def test_every_replica_admits_and_the_leaders_pod_deleted_mid_burst_costs_no_cal
                timeout=60, interval=0.5)
     eventually(lambda: len(cluster.masters()) == 2 and leader not in {p["name"] for p in cluster.masters()},
                timeout=120, interval=0.5)
+    # The deleted pod's volumes (its cache's emptyDir, its certificate's copy) went with it; the new pod has its own.
+    volumes = cluster.directory / "volumes"
+    eventually(lambda: not (volumes / leader).exists(), timeout=60, interval=0.5)
+    assert all((volumes / p["name"] / "cache").is_dir() for p in cluster.masters())
     # Every app runs on its shard: none was handed back for a proof the shard did not accept.
     eventually(lambda: all((a.get("status") or {}).get("status") == "running" for a in kube.list(
         APPLICATIONS, "default")["items"] if a["metadata"]["name"] in set(names)), timeout=180, interval=1.0)
@@ -173,6 +177,9 @@ def test_a_crashed_replica_fails_open_only_the_calls_routed_to_it_and_every_app_
     eventually(lambda: len(cluster.masters()) == 2, timeout=120, interval=0.5)
     leader = leader_pod(kube)
     pid = next(p["pid"] for p in cluster.masters() if p["name"] == leader)
+    # The leader keeps its caches in its pod's emptyDir (the chart's cacheDir), written once they were quiet.
+    snapshot_file = cluster.directory / "volumes" / leader / "cache" / "master.cache"
+    eventually(snapshot_file.exists, timeout=90, interval=0.5)
     names = burst(kube, "crash", 120, threads=8, after=30, action=lambda: os.kill(pid, signal.SIGKILL))
     records = create_records(kube, names)
     assert len(records) == len(names) and all(r["code"] == 201 for r in records.values())  # no write refused
@@ -188,6 +195,10 @@ def test_a_crashed_replica_fails_open_only_the_calls_routed_to_it_and_every_app_
             "status") or {}).get("conditions") or [] if c["type"] == "Authorized" and c["status"] == "False"), None),
             timeout=120, interval=1.0)
         assert "no author was recorded on this application" in message, message
+    # The crashed container was restarted in its pod, whose emptyDir kept the snapshot: the new process read it.
+    crashed = next(p for p in cluster.processes() if p["name"] == leader)
+    eventually(lambda: "cache snapshot restored" in open(crashed["log"]).read(), timeout=60, interval=0.5)
+    assert snapshot_file.exists()
 
 
 # --- item 5: certificates rotate without a restart -----------------------------------------------------------
@@ -261,6 +272,16 @@ def test_a_chart_upgrade_keeps_apps_running_and_the_new_shard_takes_its_share_by
     eventually(lambda: samples_running(kube) and len(cluster.masters()) == 2, timeout=240, interval=1.0)
     time.sleep(3)  # the last status writes land
     samples = sorted(n for n in snapshot(kube)["apps"] if n.startswith("sample-"))
+    # Every controller process keeps its caches in a file of its shard id in its own pod's emptyDir: the
+    # addon's shards inherit the volume and the flag from the master's Deployment.
+    volumes = cluster.directory / "volumes"
+    shard_pods = {p["name"]: "-".join(p["name"].split("-")[1:3]) for p in cluster.processes()
+                  if p["name"].startswith("velashard-shard-") and not p.get("terminating")}
+    assert sorted(shard_pods.values()) == ["shard-0", "shard-1", "shard-2"], shard_pods
+    assert all((volumes / pod / "cache").is_dir() for pod in shard_pods)
+    # (shard-2 has no apps yet, so nothing to write)
+    eventually(lambda: all((volumes / pod / "cache" / f"{shard}.cache").exists() for pod, shard in shard_pods.items()
+                           if shard in LISTED), timeout=90, interval=0.5)
     before = snapshot(kube)
     old_masters = {p["name"] for p in cluster.masters()}
     since = kube.request("get", "GET", "/debug/audit", query={"since": "0"})["lastSeq"]
@@ -274,6 +295,11 @@ def test_a_chart_upgrade_keeps_apps_running_and_the_new_shard_takes_its_share_by
     # Both master replicas rolled; the new shard has its share of the samples; every drain was answered.
     eventually(lambda: len(cluster.masters()) == 2 and not {p["name"] for p in cluster.masters()} & old_masters,
                timeout=240, interval=1.0)
+    # A rollout makes new pods: each starts with an empty cache directory of its own (the cold path; a snapshot of
+    # the old version would be ignored anyway), and the old pods' went with them.
+    volumes = cluster.directory / "volumes"
+    assert all((volumes / p["name"] / "cache").is_dir() for p in cluster.masters())
+    eventually(lambda: not any((volumes / name).exists() for name in old_masters), timeout=60, interval=0.5)
 
     def rebalanced() -> bool:
         apps = snapshot(kube)["apps"]

@@ -33,6 +33,17 @@ def pod_processes(directory) -> list[dict]:
     return [p for p in json.loads((directory / "processes.json").read_text()) if p["name"] != "apiserver"]
 
 
+def cache_dir(pid: int) -> str | None:
+    """The --cache-dir a process was started with (the kubelet rewrote the chart's into the pod's emptyDir)."""
+    args = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return next((a.split("=", 1)[1] for a in args if a.startswith("--cache-dir=")), None)
+
+
+def shard_id(pod: str) -> str:
+    """velashard-shard-0-<template>-<n> is shard-0's, velashard-<template>-<n> the master's."""
+    return "-".join(pod.split("-")[1:3]) if pod.startswith("velashard-shard-") else "master"
+
+
 def read_lines(stream, lines: list[str]) -> None:
     for line in iter(stream.readline, ""):
         lines.append(line)
@@ -74,6 +85,12 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
 
         shards = eventually(served, timeout=90, interval=0.5)
         assert set(shards) == {"shard-0", "shard-1"}  # the addon's shards, cloned from the chart's master
+        # Each process keeps its caches in its pod's emptyDir (the chart's cacheDir, which the addon's shards
+        # inherit); the files themselves are looked for in test_day2, whose fleet has long settled.
+        volumes = directory / "volumes"
+        dirs = {p["name"]: cache_dir(p["pid"]) for p in pod_processes(directory)}
+        assert dirs == {name: str(volumes / name / "cache") for name in dirs} and len(dirs) == 3, dirs
+        assert {shard_id(name) for name in dirs} == {"master", "shard-0", "shard-1"}
         # A shard that does not answer its readiness probe for a moment is not NotReady: the kubelet waits for the
         # probe's failureThreshold (3) failures in a row, each allowed its timeoutSeconds (1 s).
         stalled = next(p for p in pod_processes(directory) if p["name"].startswith("velashard-shard-1-"))
@@ -116,6 +133,8 @@ def test_dev_runs_shards_as_processes_and_serves_apps(tmp_path):
                                             if p["name"] == victim["name"] and p["restarts"] >= 1 and p["ready"]), None),
                                timeout=60, interval=0.5)
         pids.append(restarted["pid"])
+        # The container restarted in the same pod, with the same emptyDir.
+        assert cache_dir(restarted["pid"]) == str(volumes / victim["name"] / "cache") == dirs[victim["name"]]
         # The view says so on its next refresh (a second; far more when the machine is busy).
         eventually(lambda: sum(line.endswith(" shard shard-0 ready\n") for line in output) == 2, timeout=45,
                    interval=0.2)
@@ -253,11 +272,16 @@ def test_the_addon_scales_shards_in_dev_and_a_removed_shards_apps_move(tmp_path)
                                                                 "properties": {"image": "busybox"}}]}})
         spread = eventually(lambda: placement(12), timeout=90, interval=0.5)
         assert spread["shard-0"] > 0 and spread["shard-1"] > 0  # the new shards receive apps
+        pods = {shard: p["name"] for p in pod_processes(directory) for shard in [shard_id(p["name"])]}
+        assert all((directory / "volumes" / pod / "cache").is_dir() for pod in pods.values()), pods
         scaled_down = cli(*addon, "nShards=1")
         assert scaled_down.returncode == 0, scaled_down.stderr
         back = eventually(lambda: (lambda p: p if set(p) == {"shard-0"} else None)(placement(12)), timeout=120,
                           interval=1.0)
         assert back["shard-0"] == 12
+        # The removed shard's pod is gone, and its emptyDir with it; the others keep theirs.
+        eventually(lambda: not (directory / "volumes" / pods["shard-1"]).exists(), timeout=60, interval=0.5)
+        assert (directory / "volumes" / pods["shard-0"] / "cache").is_dir()
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)

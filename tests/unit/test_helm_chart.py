@@ -239,7 +239,8 @@ def test_chart_definitions_match_the_catalog_and_are_installed():
 
 
 def test_a_certificate_secret_is_mounted_and_served_from_where_it_is_mounted():
-    docs = render({"sharding": {"enabled": True}, "webhook": {"certificate": {"secretName": "webhook-tls"}}})
+    docs = render({"sharding": {"enabled": True}, "webhook": {"certificate": {"secretName": "webhook-tls"}},
+                   "cacheDir": {"enabled": False}})
     spec = find(docs, "Deployment")["spec"]["template"]["spec"]
     container = spec["containers"][0]
     assert "--webhook-cert-dir=/etc/k8s-webhook-certs" in container["args"]
@@ -247,6 +248,28 @@ def test_a_certificate_secret_is_mounted_and_served_from_where_it_is_mounted():
                                           "readOnly": True}]
     assert spec["volumes"] == [{"name": "webhook-certificate", "secret": {"secretName": "webhook-tls"}}]
     # Without one the master makes its own: nothing mounted; the pod's name says which replica leads.
-    spec = find(render({"sharding": {"enabled": True}}), "Deployment")["spec"]["template"]["spec"]
+    spec = find(render({"sharding": {"enabled": True}, "cacheDir": {"enabled": False}}),
+                "Deployment")["spec"]["template"]["spec"]
     assert "volumes" not in spec and not [a for a in spec["containers"][0]["args"] if "cert-dir" in a]
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in spec["containers"][0]["env"]
+
+
+def test_the_cache_dir_is_an_emptydir_where_the_flag_points_and_off_leaves_no_trace():
+    spec = find(render({"sharding": {"enabled": True}}), "Deployment")["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert "--cache-dir=/var/cache/velashard" in container["args"]  # on by default
+    assert container["volumeMounts"] == [{"name": "cache", "mountPath": "/var/cache/velashard"}]
+    assert spec["volumes"] == [{"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}]
+    assert build_parser().parse_args(container["args"]).cache_dir == "/var/cache/velashard"
+    # Beside a mounted certificate; on tmpfs; with no limit (an emptyDir of no fields, not a null one).
+    both = find(render({"webhook": {"certificate": {"secretName": "webhook-tls"}},
+                        "cacheDir": {"path": "/cache", "medium": "Memory", "sizeLimit": "256Mi"}}),
+                "Deployment")["spec"]["template"]["spec"]
+    assert [m["mountPath"] for m in both["containers"][0]["volumeMounts"]] == ["/etc/k8s-webhook-certs", "/cache"]
+    assert both["volumes"][1] == {"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}}
+    assert "--cache-dir=/cache" in both["containers"][0]["args"]
+    unlimited = find(render({"cacheDir": {"sizeLimit": ""}}), "Deployment")["spec"]["template"]["spec"]
+    assert unlimited["volumes"] == [{"name": "cache", "emptyDir": {}}]
+    off = find(render({"cacheDir": {"enabled": False}}), "Deployment")["spec"]["template"]["spec"]
+    assert "volumes" not in off and "volumeMounts" not in off["containers"][0]
+    assert not [a for a in off["containers"][0]["args"] if a.startswith("--cache-dir")]

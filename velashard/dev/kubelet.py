@@ -9,8 +9,10 @@ its death, restarts with exponential backoff unless the pod's restartPolicy is N
 rolls out as a Deployment's default RollingUpdate does (max surge 25% rounded up, max unavailable 25% rounded
 down: a new pod first, an old one removed once the new is Ready); a pod deleted through the API (`kubectl
 delete pod`) is terminated as a kubelet does: out of its Services at once, SIGTERM, SIGKILL after its grace
-period, and the Deployment gets a new pod. A Service routes to every Ready pod it selects. Installing shards
-through the addon, scaling them, upgrading the chart and killing a process behave as in a cluster.
+period, and the Deployment gets a new pod. A Service routes to every Ready pod it selects. A pod's Secret and
+emptyDir volumes are directories in DIR/volumes/<pod>/ (velashard/dev/volumes.py), removed with the pod; the
+container's args that name a path under a mount name the directory instead. Installing shards through the addon,
+scaling them, upgrading the chart and killing a process behave as in a cluster.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -34,7 +37,7 @@ from velashard.apiserver import errors
 from velashard.apiserver.registry.rest import Request, RestAPI
 from velashard.apiserver.simulation.workloads import UNMANAGED_ANNOTATION
 from velashard.apiserver.storage.store import now_rfc3339
-from velashard.dev.volumes import SecretVolume, local_args, secret_volumes
+from velashard.dev.volumes import EmptyDirVolume, SecretVolume, Volume, local_args, pod_volumes
 
 log = logging.getLogger("velashard.dev.kubelet")
 
@@ -85,7 +88,8 @@ class LocalPod:
     failure_threshold: int = 3  # its failureThreshold
     probe_failures: int = 0  # failed probes in a row
     terminating: bool = False  # deleted, or replaced by a rollout: out of its Services, stopping
-    volumes: list[SecretVolume] = field(default_factory=list)
+    volumes: list[Volume] = field(default_factory=list)
+    volume_root: str = ""  # the pod's volumes' directories are in it; it goes with the pod
 
 
 class LocalKubelet:
@@ -118,8 +122,12 @@ class LocalKubelet:
         types = api.types
         self._deployments = types.lookup("apps", "v1", "deployments")
         self._pods_rt = types.lookup("", "v1", "pods")
+        self._volumes = os.path.join(os.path.dirname(log_dir), "volumes")
 
     def start(self) -> None:
+        # Every pod of an earlier run is gone with that run's API server: its volumes go too, as a kubelet's
+        # housekeeping removes those of orphaned pods.
+        shutil.rmtree(self._volumes, ignore_errors=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -236,8 +244,11 @@ class LocalKubelet:
                        labels=pod_labels, log_path=os.path.join(self.log_dir, f"{name}.log"),
                        probe_timeout=float(probe.get("timeoutSeconds") or 1),
                        failure_threshold=int(probe.get("failureThreshold") or 3),
-                       volumes=secret_volumes(template.get("spec") or {}, container,
-                                              os.path.join(os.path.dirname(self.log_dir), "volumes", name)))
+                       volumes=pod_volumes(template.get("spec") or {}, container, os.path.join(self._volumes, name)),
+                       volume_root=os.path.join(self._volumes, name))
+        for volume in pod.volumes:
+            if isinstance(volume, EmptyDirVolume):
+                volume.create()
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": self.namespace, "labels": dict(pod_labels),
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": dep["metadata"]["name"],
@@ -297,6 +308,8 @@ class LocalKubelet:
         except errors.APIError as err:
             if err.code != 404:
                 log.warning("deleting a terminated pod failed: %s", err.message)
+        if pod.volume_root:
+            shutil.rmtree(pod.volume_root, ignore_errors=True)  # its emptyDirs, and its Secrets' copies
         with self._lock:
             self.pods.pop(pod.name, None)
 
@@ -305,8 +318,9 @@ class LocalKubelet:
         whether all are there (a pod whose Secret does not exist yet waits to start)."""
         ready = True
         for volume in pod.volumes:
-            secret = self.api.store.get(("", "secrets"), (self.namespace, volume.secret))
-            ready = volume.sync(secret) and ready
+            if isinstance(volume, SecretVolume):
+                secret = self.api.store.get(("", "secrets"), (self.namespace, volume.secret))
+                ready = volume.sync(secret) and ready
         return ready
 
     def _supervise(self, pod: LocalPod) -> None:

@@ -1,8 +1,12 @@
-"""A local pod's Secret volumes, projected into a directory the way a kubelet does it.
+"""A local pod's volumes, each a directory on this machine, kept as a kubelet keeps them.
 
-Each key of the Secret is a file; a new version is written into a fresh hidden directory and made current by
-renaming one symlink (`..data`), so that a reader sees all the old files or all the new ones, never a mix: the
-files cert-manager's certificates reach a pod through, rotated in place.
+Secret volumes: each key of the Secret is a file; a new version is written into a fresh hidden directory and made
+current by renaming one symlink (`..data`), so that a reader sees all the old files or all the new ones, never a
+mix: the files cert-manager's certificates reach a pod through, rotated in place.
+
+emptyDir volumes: a directory of the pod's own, made empty when the pod is created, kept while the pod lives (its
+container's restarts included) and removed with the pod: where a controller keeps its cache snapshot
+(`--cache-dir`).
 """
 
 from __future__ import annotations
@@ -47,19 +51,43 @@ class SecretVolume:
         return True
 
 
-def secret_volumes(pod_spec: dict[str, Any], container: dict[str, Any], root: str) -> list[SecretVolume]:
-    """The container's mounts of the pod's Secret volumes, each projected under `root`."""
-    volumes = {v.get("name"): v.get("secret") for v in pod_spec.get("volumes") or [] if v.get("secret")}
-    out = []
+@dataclass
+class EmptyDirVolume:
+    """An emptyDir. `medium: Memory` is accepted and is a directory on disk here (dev has no tmpfs of its own);
+    `sizeLimit` is accepted and not enforced (a kubelet evicts the pod once the volume outgrows it)."""
+    name: str
+    mount_path: str
+    directory: str  # where it is on this machine
+
+    def create(self) -> None:
+        """Empty, as a new pod's: whatever a former pod of the same name left there goes. Only the local user
+        may enter it: a kubelet makes it writable by all, for any runAsUser, but here every pod runs as that user."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+        os.makedirs(self.directory, mode=0o700)
+
+
+Volume = SecretVolume | EmptyDirVolume
+
+
+def pod_volumes(pod_spec: dict[str, Any], container: dict[str, Any], root: str) -> list[Volume]:
+    """The container's mounts of the pod's Secret and emptyDir volumes, each a directory under `root`; mounts of
+    other kinds of volume are left out."""
+    sources = {v.get("name"): v for v in pod_spec.get("volumes") or []}
+    out: list[Volume] = []
     for mount in container.get("volumeMounts") or []:
-        source = volumes.get(mount.get("name"))
-        if source and source.get("secretName") and mount.get("mountPath"):
-            out.append(SecretVolume(mount["name"], source["secretName"], mount["mountPath"].rstrip("/") or "/",
-                                    os.path.join(root, mount["name"]), bool(source.get("optional"))))
+        source, path = sources.get(mount.get("name")) or {}, (mount.get("mountPath") or "").rstrip("/") or "/"
+        if not mount.get("mountPath"):
+            continue
+        directory = os.path.join(root, mount["name"])
+        secret = source.get("secret")
+        if secret and secret.get("secretName"):
+            out.append(SecretVolume(mount["name"], secret["secretName"], path, directory, bool(secret.get("optional"))))
+        elif isinstance(source.get("emptyDir"), dict):
+            out.append(EmptyDirVolume(mount["name"], path, directory))
     return out
 
 
-def local_args(args: list[str], volumes: list[SecretVolume]) -> list[str]:
+def local_args(args: list[str], volumes: list[Volume]) -> list[str]:
     """Container arguments naming a mount path (`--webhook-cert-dir=/etc/k8s-webhook-certs`) with the directory it
     is projected into instead."""
     out = []

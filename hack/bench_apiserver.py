@@ -18,6 +18,7 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,7 @@ class Server:
         except subprocess.TimeoutExpired:  # a server holding millions of objects may take long to tear down
             self.proc.kill()
             self.proc.wait(10)
+        shutil.rmtree(os.path.dirname(self.kubeconfig), ignore_errors=True)
 
 
 def start_server(extra: list[str] | None = None) -> Server:

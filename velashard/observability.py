@@ -46,6 +46,9 @@ WEBHOOK_LATENCY = Histogram("velashard_webhook_duration_seconds", "Admission web
 APPS_RECONCILED = Gauge("velashard_applications_reconciled",
                         "Applications in this shard's cache reconciled at least once since they arrived in it",
                         registry=REGISTRY)
+SETTLED_PASSES = Counter("velashard_application_settled_passes_total",
+                         "Application reconciles answered by a remembered settled pass, none of whose reads changed "
+                         "(nothing rendered, evaluated or sent)", registry=REGISTRY)
 LEADER = Gauge("velashard_leader", "1 while this process holds its shard's lease", ["lease"], registry=REGISTRY)
 FENCED_WRITES = Counter("velashard_fenced_writes_total", "Writes this process refused to send while fenced, by verb",
                         ["verb"], registry=REGISTRY)

@@ -20,8 +20,9 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.apiserver.http.server import APIServer
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
-from velashard.kube.client import KubeClient
+from velashard.kube.client import KubeClient, requests_sent
 from velashard.kube.manager import Manager
+from velashard.kube.resources import DEPLOYMENTS
 
 # Floors, top down: a call may go down or stay on its floor, never up. The helpers at the bottom (types, lookups,
 # pure functions) are entered from anywhere.
@@ -30,7 +31,7 @@ FLOORS: dict[str, int] = {
     "velashard.core.reconciler": 1,
     "velashard.core.runworkflow": 2, "velashard.workflow": 2,
     "velashard.core.stepdelivery": 3,
-    "velashard.core.keeper": 4, "velashard.core.health": 4,
+    "velashard.core.keeper": 4, "velashard.core.health": 4, "velashard.core.settled": 4,
     # rendering and its cache are one floor (the cache renders what it misses)
     "velashard.core.apply": 5, "velashard.core.rendering": 5, "velashard.core.render_cache": 5,
     "velashard.core.refobjects": 5, "velashard.core.revisions": 5, "velashard.core.managed": 5,
@@ -52,7 +53,8 @@ ENTRIES: dict[str, set[str]] = {
     "velashard.core.rendered": {"__init__", "objects"},
     "velashard.core.definitions": {"__call__", "resolving", "step", "get", "__contains__", "__getitem__", "identity",
                                    "version"},
-    "velashard.core.tracker": {"get", "save", "managed_refs", "ref_of", "ref_key"},
+    "velashard.core.tracker": {"get", "version", "save", "managed_refs", "ref_of", "ref_key"},
+    "velashard.core.settled": {"unchanged", "remember", "reads_of"},
 }
 
 
@@ -184,6 +186,28 @@ def test_a_default_workflow_app_walks_down_the_floors_once(held):
     # the status and the workflow read health through one reader; nothing else evaluates it
     assert {e[0] for e in settled.edges if e[3] in ("component_health", "definition_status")} <= {
         "velashard.core.health"}
+
+
+def test_a_settled_pass_over_unchanged_versions_is_not_run_again_and_a_changed_one_is(held):
+    kube, apps = held
+    key = create(kube, apps, "kept", {"components": [{
+        "name": "kept-web", "type": "webservice", "properties": {"image": "nginx:1.25"},
+        "traits": [{"type": "scaler", "properties": {"replicas": 2}}]}]})
+    settle(kube, apps, key, "kept")
+    walk(apps, key)  # the first settled pass runs, sends nothing and is remembered
+    sent = requests_sent()
+    again = walk(apps, key)
+    assert requests_sent() == sent
+    assert again.calls("parse_workflow") == 0 and again.calls("render_app") == 0
+    assert again.calls("merged_if_drifted") == 0 and again.calls("component") == 0  # nor health
+    assert apps.reconcile(key).requeue_after == apps.reconciler.state_keep_interval  # the re-sync it answered
+    # Someone edits what the app applied: its version changed, so the next pass runs and puts it back.
+    kube.patch(DEPLOYMENTS, "kept-web", {"spec": {"replicas": 5}}, "default")
+    cache = apps.managed.get(DEPLOYMENTS)
+    eventually(lambda: cache.store.get("default/kept-web")["spec"]["replicas"] == 5)
+    drifted = walk(apps, key)
+    assert drifted.calls("render_app") == 1 and drifted.calls("merged_if_drifted") >= 1
+    assert kube.get(DEPLOYMENTS, "kept-web", "default")["spec"]["replicas"] == 2
 
 
 def test_a_workflow_with_steps_walks_down_the_floors_once(held):

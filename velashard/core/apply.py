@@ -47,6 +47,21 @@ class Applier:
         if self.managed is not None:
             self.managed.use(ctx.key, kinds_of(objects, self.resource))
 
+    def use_kinds_of(self, key: str, kinds: set[Resource]) -> None:
+        """`use_kinds` for a pass that did not run (core/settled.py): the kinds its app applies stay cached."""
+        if self.managed is not None:
+            self.managed.use(key, kinds)
+
+    def kind(self, api_version: str, kind: str) -> Resource:
+        return self.discovery.for_kind(api_version, kind)
+
+    def cached(self, api_version: str, kind: str) -> Any:
+        """The synced cache of a kind, or None (not cached here, not synced yet, or not served)."""
+        try:
+            return self._cache(self.kind(api_version, kind))
+        except errors.NotFound:
+            return None
+
     def _cache(self, res: Resource) -> Any:
         informer = self.managed.get(res) if self.managed is not None else None
         return informer if informer is not None and informer.has_synced() else None
@@ -65,6 +80,8 @@ class Applier:
             cached = informer.store.get_by(namespace, name)  # decoded once per reconcile: apply, health, status
             if cached is not None:
                 ctx.saw(res, cached)
+            else:
+                ctx.missed(res, name, namespace)
             return cached
         try:
             live = self._get(ctx, res, name, namespace)

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from velashard.core import health, ownership, render_cache
+from velashard.core import health, ownership, render_cache, settled
 from velashard.core.slotcache import Entry, SlotCache
 from velashard.observability import fields
 
@@ -81,10 +81,11 @@ def json_codec(cache: SlotCache, decode: Callable[[Any], Any] = lambda value: va
 
 
 def app_caches() -> dict[str, Kept]:
-    """The Application controller's caches: renderings (packed already), health verdicts, and which managed
-    objects were found in sync with what the app applies."""
+    """The Application controller's caches: renderings (packed already), health verdicts, which managed
+    objects were found in sync with what the app applies, and settled passes (core/settled.py)."""
     return {"render": Kept(render_cache.cache()), "health": json_codec(health.verdicts(), tuple),
-            "in-sync": json_codec(ownership.in_sync())}
+            "in-sync": json_codec(ownership.in_sync()),
+            "settled": Kept(settled.passes())}
 
 
 def _chunk(data: bytes) -> bytes:

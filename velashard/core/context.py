@@ -23,6 +23,7 @@ class ReconcileContext:
     objects: dict[ObjectKey, dict[str, Any]] = field(default_factory=dict)
     forbidden: list[str] = field(default_factory=list)  # every refusal the author met, in order
     authors_reads: set[ObjectKey] = field(default_factory=set)  # objects read past the cache, as the author
+    absent: set[tuple[str, str, str, str]] = field(default_factory=set)  # apiVersion, kind, namespace, name
 
     def refused(self, err: errors.Forbidden) -> None:
         if err.message not in self.forbidden:
@@ -49,6 +50,10 @@ class ReconcileContext:
         self.objects[key] = obj
         if as_author:
             self.authors_reads.add(key)
+
+    def missed(self, res: Resource, name: str, namespace: str | None) -> None:
+        """An object looked for in a cache and not found (core/settled.py counts its absence as a read)."""
+        self.absent.add((res.api_version, res.kind, namespace or "", name))
 
     def read_as_author(self, res: Resource, name: str, namespace: str | None) -> bool:
         return (res.plural, res.group, namespace, name) in self.authors_reads

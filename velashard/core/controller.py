@@ -12,7 +12,7 @@ from typing import Any, Callable
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
-from velashard.core import health, ownership, render_cache
+from velashard.core import health, ownership, render_cache, settled
 from velashard.core.apply import Applier
 from velashard.core.appmetrics import PHASES
 from velashard.core.authors import AuthConfig
@@ -258,5 +258,6 @@ class ApplicationController:
         render_cache.forget(key)
         health.forget(key)
         ownership.forget(key)
+        settled.forget(key)
         if self.managed is not None:
             self.managed.forget(key)

@@ -32,13 +32,14 @@ from velashard.core.revisions import Revisions, app_hash, revision_name
 from velashard.core.tracker import Trackers, ref_key
 from velashard.core.usage import used_definitions
 from velashard.core import appworkflow as aw
+from velashard.core import settled
 from velashard.core.runworkflow import WorkflowRunner
 from velashard.kube import errors
-from velashard.kube.client import KubeClient
+from velashard.kube.client import KubeClient, requests_sent
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
 from velashard.kube.events import record
-from velashard.observability import fields
+from velashard.observability import SETTLED_PASSES, fields
 from velashard.patch.copying import copy_json
 from velashard.workflow import phases as ph
 from velashard.workflow.executor import WorkflowEngine
@@ -95,7 +96,13 @@ class ApplicationReconciler:
                 self.write_status(ctx, copy_json(app.get("status") or {}), "rendering", [app_status.condition(
                     "Authorized", False, "ServiceAccountRefused", problem, timestamp())])
                 raise Terminal(problem)
-            return self.converge(ctx)
+            used = used_definitions(app.get("spec") or {}, ctx.definitions)
+            digest = app_hash(app.get("spec") or {}, used)
+            requeue = settled.unchanged(app, digest, self.trackers, self.applier)
+            if requeue is not None:  # nothing it read changed since a pass that changed nothing
+                SETTLED_PASSES.inc()
+                return requeue_after(requeue)
+            return self.converge(ctx, used, digest)
         except errors.Forbidden as err:
             # Refused where no step reports it (garbage collection, deletion): the status says so all the same.
             status = copy_json(app.get("status") or {})
@@ -131,15 +138,16 @@ class ApplicationReconciler:
         log.info("application deleted", extra=fields(key=f'{meta["namespace"]}/{meta["name"]}'))
         return DONE
 
-    def converge(self, ctx: ReconcileContext) -> Result:
+    def converge(self, ctx: ReconcileContext, used: dict[str, Any], digest: str) -> Result:
+        """A pass over the app whose definitions in use are `used`, hashed with its spec into `digest`."""
         app, defs = ctx.app, ctx.definitions
         spec = app.get("spec") or {}
         status: dict[str, Any] = copy_json(app.get("status") or {})
         conditions: list[dict[str, Any]] = []
         moment = datetime.now(timezone.utc)  # one "now" for the whole pass: conditions, steps, restarts
         now = timestamp(moment)
-        used = used_definitions(spec, defs)
-        digest = app_hash(spec, used)
+        hashed = digest
+        sent = requests_sent()
         latest = status.get("latestRevision") or {}
         if latest.get("revisionHash") not in (None, digest) and self.revisions.still_current(app, latest.get(
                 "name", ""), defs):
@@ -184,6 +192,11 @@ class ApplicationReconciler:
         result = self.run_workflow(ctx, workflow, status, rendered, conditions, moment, run, revision, due)
         if take_off:
             self.take_restart_off(ctx)
+        elif (workflow.default and requests_sent() == sent and result.requeue_after == self.state_keep_interval
+              and (app.get("status") or {}).get("status") in app_status.SETTLED_PHASES):
+            # settled, and nothing read past the caches or written: the next pass over the same versions is this one
+            reads = settled.reads_of(list(ctx.objects.values()), ctx.absent)
+            settled.remember(app, hashed, reads, self.trackers.version(app), result.requeue_after)
         return result
 
     @staticmethod

@@ -51,6 +51,11 @@ class Trackers:
         self.client, self.informer = client, informer
         self.check_dependent = check_dependent
 
+    def version(self, app: dict[str, Any]) -> str:
+        """The resourceVersion of the app's cached tracker ("" when there is none in the cache)."""
+        cached = self.informer.store.get(tracker_name(app))
+        return "" if cached is None else str(cached["metadata"].get("resourceVersion"))
+
     def get(self, app: dict[str, Any]) -> dict[str, Any]:
         """The app's tracker (a private copy), or a new unsaved one."""
         name = tracker_name(app)

@@ -32,6 +32,14 @@ from velashard.observability import KUBE_REQUESTS, fields
 
 log = logging.getLogger("velashard.kube.client")
 
+_sent = threading.local()
+
+
+def requests_sent() -> int:
+    """How many requests this thread has sent through any client: a reconcile tells by it whether a pass read
+    or wrote anything past the caches."""
+    return getattr(_sent, "count", 0)
+
 _REVIEW_APIS = ("/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/")
 
 # As client-go: a 429 (the server rejected the request before acting on it) is retried for every verb, a 5xx
@@ -273,6 +281,7 @@ class KubeClient:
                 body: Any = None, content_type: str | None = None, timeout: float | tuple[float, float] = 60,
                 stream: bool = False) -> Any:
         """Send one request; returns the decoded JSON body (or a raw response when `stream`)."""
+        _sent.count = getattr(_sent, "count", 0) + 1
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
         attempt = resends = 0

@@ -68,3 +68,26 @@ def test_a_packed_store_hands_out_private_copies_of_what_it_keeps_compressed():
     assert store.remove(obj("a", "y")) == obj("a", "y", "web")
     assert store.replace([obj("b", "z")]) == {"a/x": obj("a", "x", "db")}
     assert store.list() == [obj("b", "z")] and len(store) == 1
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_cached_objects_version_is_read_without_decoding_it(packed, monkeypatch):
+    store = Store(packed=packed)
+    kept = obj("ns", "a")
+    kept["metadata"]["resourceVersion"] = "4711"
+    store.upsert(kept)
+    long = obj("ns", "b")
+    long["metadata"]["resourceVersion"] = "9" * 300  # opaque to clients: too long for the prefix, still right
+    store.upsert(long)
+    store.upsert(obj("", "c"))
+    if packed:
+        decoded = []
+        real = Store._out
+        monkeypatch.setattr(Store, "_out", lambda self, entry: decoded.append(1) or real(self, entry))
+    assert store.version("ns/a") == "4711" and store.version_by("ns", "a") == "4711"
+    assert store.version("ns/b") == "9" * 300
+    assert store.version("c") == "" and store.version("ns/missing") is None
+    if packed:
+        assert len(decoded) == 1  # only the version too long to keep beside the object
+        monkeypatch.undo()
+    assert store.get("ns/a") == kept and store.get("ns/b") == long

@@ -48,7 +48,7 @@ def reads_of(objects: list[dict[str, Any]], absent: set[tuple[str, str, str, str
     """The objects a pass read (ReconcileContext.objects' values) and those it found absent (version ""), as
     versioned references."""
     found = [(o.get("apiVersion", ""), o.get("kind", ""), o["metadata"].get("namespace") or "", o["metadata"]["name"],
-              str(o["metadata"].get("resourceVersion"))) for o in objects]
+              str(o["metadata"].get("resourceVersion") or "")) for o in objects]
     return tuple(sorted(found + [(*ref, "") for ref in absent]))
 
 
@@ -77,7 +77,6 @@ def unchanged(app: dict[str, Any], definitions_hash: str, trackers: Trackers, ap
         informer = applier.cached(api_version, kind)
         if informer is None:
             return None
-        live = informer.store.get_by(namespace or None, name)
-        if (str(live["metadata"].get("resourceVersion")) if live is not None else "") != version:
+        if (informer.store.version_by(namespace or None, name) or "") != version:  # absent: ""
             return None
     return requeue

@@ -53,8 +53,7 @@ class Trackers:
 
     def version(self, app: dict[str, Any]) -> str:
         """The resourceVersion of the app's cached tracker ("" when there is none in the cache)."""
-        cached = self.informer.store.get(tracker_name(app))
-        return "" if cached is None else str(cached["metadata"].get("resourceVersion"))
+        return self.informer.store.version(tracker_name(app)) or ""
 
     def get(self, app: dict[str, Any]) -> dict[str, Any]:
         """The app's tracker (a private copy), or a new unsaved one."""

@@ -47,7 +47,7 @@ class Packer:
                 self._dictionary = dictionary
             return self._dictionary == dictionary
 
-    def unpack(self, blob: bytes) -> dict[str, Any]:
+    def unpack(self, blob: bytes | memoryview) -> dict[str, Any]:
         assert self._dictionary is not None  # nothing was packed before it
         decompressor = zlib.decompressobj(-zlib.MAX_WBITS, zdict=self._dictionary)
         return json.loads(decompressor.decompress(blob) + decompressor.flush())

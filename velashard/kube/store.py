@@ -37,6 +37,21 @@ def _index_into(indices: dict[str, dict[str, set[str]]], indexers: dict[str, Ind
             indices[name].setdefault(value, set()).add(key)
 
 
+_UNKNOWN = 255  # a version prefix too long to keep: read from the object itself
+
+
+def _versioned(version: str, packed: bytes) -> bytes:
+    """A packed entry: its object's resourceVersion (a length byte, then the version) before the packed object,
+    so that the version is read without decoding the object (core/settled.py compares versions of thousands)."""
+    raw = version.encode()
+    return (bytes((len(raw),)) + raw if len(raw) < _UNKNOWN else bytes((_UNKNOWN,))) + packed
+
+
+def _packed_part(entry: bytes) -> memoryview:
+    size = entry[0]
+    return memoryview(entry)[1 + (0 if size == _UNKNOWN else size):]
+
+
 class _Unpacked(Mapping[str, dict[str, Any]]):
     """A packed store's former content, each object decoded when it is read."""
 
@@ -44,7 +59,7 @@ class _Unpacked(Mapping[str, dict[str, Any]]):
         self._entries, self._packer = entries, packer
 
     def __getitem__(self, key: str) -> dict[str, Any]:
-        return self._packer.unpack(self._entries[key])
+        return self._packer.unpack(_packed_part(self._entries[key]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -67,10 +82,12 @@ class Store:
         return self._packer is not None
 
     def _in(self, obj: dict[str, Any]) -> Any:
-        return obj if self._packer is None else self._packer.pack(obj)
+        if self._packer is None:
+            return obj
+        return _versioned(str(obj["metadata"].get("resourceVersion") or ""), self._packer.pack(obj))
 
     def _out(self, entry: Any) -> dict[str, Any]:
-        return entry if self._packer is None else self._packer.unpack(entry)
+        return entry if self._packer is None else self._packer.unpack(_packed_part(entry))
 
     def add_indexers(self, indexers: dict[str, IndexFunc]) -> None:
         """Add indexes (e.g. a second user of a shared informer needs one more); existing objects are indexed."""
@@ -149,6 +166,20 @@ class Store:
         with self._lock:
             entry = self._items.get(key)
         return None if entry is None else self._out(entry)
+
+    def version(self, key: str) -> str | None:
+        """The cached object's resourceVersion ("" if it has none), None when absent; a packed store reads it
+        without decoding the object."""
+        with self._lock:
+            entry = self._items.get(key)
+        if entry is None:
+            return None
+        if self._packer is not None and entry[0] != _UNKNOWN:
+            return bytes(entry[1:1 + entry[0]]).decode()
+        return str(self._out(entry)["metadata"].get("resourceVersion") or "")
+
+    def version_by(self, namespace: str | None, name: str) -> str | None:
+        return self.version(f"{namespace}/{name}" if namespace else name)
 
     def __contains__(self, key: str) -> bool:
         with self._lock:

@@ -201,6 +201,12 @@ def test_a_settled_pass_over_unchanged_versions_is_not_run_again_and_a_changed_o
     assert again.calls("parse_workflow") == 0 and again.calls("render_app") == 0
     assert again.calls("merged_if_drifted") == 0 and again.calls("component") == 0  # nor health
     assert apps.reconcile(key).requeue_after == apps.reconciler.state_keep_interval  # the re-sync it answered
+    # Other settings (a restart with other flags, say) are another basis: the pass runs.
+    apps.reconciler.waiting_requeue += 0.5
+    try:
+        assert walk(apps, key).calls("render_app") == 1
+    finally:
+        apps.reconciler.waiting_requeue -= 0.5
     # Someone edits what the app applied: its version changed, so the next pass runs and puts it back.
     kube.patch(DEPLOYMENTS, "kept-web", {"spec": {"replicas": 5}}, "default")
     cache = apps.managed.get(DEPLOYMENTS)

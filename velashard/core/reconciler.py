@@ -98,7 +98,7 @@ class ApplicationReconciler:
                 raise Terminal(problem)
             used = used_definitions(app.get("spec") or {}, ctx.definitions)
             digest = app_hash(app.get("spec") or {}, used)
-            requeue = settled.unchanged(app, digest, self.trackers, self.applier)
+            requeue = settled.unchanged(app, digest + self.settings(), self.trackers, self.applier)
             if requeue is not None:  # nothing it read changed since a pass that changed nothing
                 SETTLED_PASSES.inc()
                 return requeue_after(requeue)
@@ -196,8 +196,13 @@ class ApplicationReconciler:
               and (app.get("status") or {}).get("status") in app_status.SETTLED_PHASES):
             # settled, and nothing read past the caches or written: the next pass over the same versions is this one
             reads = settled.reads_of(list(ctx.objects.values()), ctx.absent)
-            settled.remember(app, hashed, reads, self.trackers.version(app), result.requeue_after)
+            settled.remember(app, hashed + self.settings(), reads, self.trackers.version(app), result.requeue_after)
         return result
+
+    def settings(self) -> str:
+        """What of this process's configuration a pass's answer depends on, and the API server's version."""
+        version = (self.discovery.server_version() or {}).get("gitVersion", "")
+        return f"|{self.auth!r}|{self.state_keep_interval}|{self.waiting_requeue}|{self.workflow_deadline}|{version}"
 
     @staticmethod
     def restart_requested(ctx: ReconcileContext, status: dict[str, Any],

@@ -8,7 +8,8 @@ health or merging: for a shard of 40,000 settled apps, a version check per objec
 Anything else a pass depends on is either in those versions or excluded: time (a pass whose answer is not the
 plain settled re-sync is not remembered: a restart or deadline due, a workflow waiting), reads past the caches
 (ref-objects, a kind not cached: they send requests), the author's permissions (a pass that writes nothing asks
-for none), and the process's code and flags (the snapshot is tied to the code; flags are the same in a process).
+for none), the process's code (a snapshot is tied to it) and its settings and the API server's version (part
+of the key: a restart with other flags, or against an upgraded server, runs every pass again).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ Read = tuple[str, str, str, str, str]  # apiVersion, kind, namespace ("" if none
 Remembered = tuple[tuple[Read, ...], str, float]
 
 _PASS = digest("settled-pass")
-# owner: app key; inputs: the app's resourceVersion and its definitions' hash. Packed: as tuples of strings a
+# owner: app key; inputs: the app's resourceVersion and the pass's basis. Packed: as tuples of strings a
 # load-test app's pass would keep about a kilobyte, 40 MB at 40,000 apps.
 _PASSES = SlotCache(packed=True)
 
@@ -40,8 +41,8 @@ def forget(key: str) -> None:
     _PASSES.forget(key)
 
 
-def _inputs(app: dict[str, Any], definitions_hash: str) -> bytes:
-    return digest(str(app["metadata"].get("resourceVersion")), definitions_hash)
+def _inputs(app: dict[str, Any], basis: str) -> bytes:
+    return digest(str(app["metadata"].get("resourceVersion")), basis)
 
 
 def reads_of(objects: list[dict[str, Any]], absent: set[tuple[str, str, str, str]]) -> tuple[Read, ...]:
@@ -52,18 +53,20 @@ def reads_of(objects: list[dict[str, Any]], absent: set[tuple[str, str, str, str
     return tuple(sorted(found + [(*ref, "") for ref in absent]))
 
 
-def remember(app: dict[str, Any], definitions_hash: str, reads: tuple[Read, ...], tracker_version: str,
+def remember(app: dict[str, Any], basis: str, reads: tuple[Read, ...], tracker_version: str,
              requeue: float) -> None:
+    """Keep a settled pass: `basis` is what it depended on besides the app and what it read (the hash of its spec
+    and definitions, the process's settings)."""
     key = f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}'
-    _PASSES.put(key, _PASS, _inputs(app, definitions_hash), (reads, tracker_version, requeue))
+    _PASSES.put(key, _PASS, _inputs(app, basis), (reads, tracker_version, requeue))
 
 
-def unchanged(app: dict[str, Any], definitions_hash: str, trackers: Trackers, applier: Applier) -> float | None:
+def unchanged(app: dict[str, Any], basis: str, trackers: Trackers, applier: Applier) -> float | None:
     """The requeue seconds of the app's remembered pass when everything it read still has the version it read,
     else None. The kinds it applied stay cached, as its pass would have kept them; a kind not cached (or no
     longer served) cannot be checked, so the pass runs."""
     key = f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}'
-    found: Remembered | None = _PASSES.get(key, _PASS, _inputs(app, definitions_hash))
+    found: Remembered | None = _PASSES.get(key, _PASS, _inputs(app, basis))
     if found is None:
         return None
     reads, tracker, requeue = found

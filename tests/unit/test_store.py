@@ -91,3 +91,13 @@ def test_a_cached_objects_version_is_read_without_decoding_it(packed, monkeypatc
         assert len(decoded) == 1  # only the version too long to keep beside the object
         monkeypatch.undo()
     assert store.get("ns/a") == kept and store.get("ns/b") == long
+
+
+def test_whether_an_object_is_indexed_under_a_value_is_asked_without_decoding_it():
+    store = Store({"app": label_index("app")}, packed=True)
+    store.upsert(obj("ns", "a", app="web"))
+    store.upsert(obj("ns", "b"))
+    assert store.indexed("app", "web", "ns/a")
+    assert not store.indexed("app", "web", "ns/b") and not store.indexed("app", "db", "ns/a")
+    store.upsert(obj("ns", "a", app="db"))  # relabelled: the index follows
+    assert store.indexed("app", "db", "ns/a") and not store.indexed("app", "web", "ns/a")

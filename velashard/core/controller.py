@@ -109,6 +109,14 @@ def private_reads(store: Store) -> Callable[[str], dict[str, Any] | None]:
     return lambda key: copy.deepcopy(store.get(key))
 
 
+DRAINING = "draining"
+
+
+def draining(app: dict[str, Any]) -> list[str]:
+    """The apps index of those asked to drain (the label's value is the shard they go to): held, not counted."""
+    return [DRAINING] if labels.DRAIN in (app["metadata"].get("labels") or {}) else []
+
+
 def app_key(obj: dict[str, Any]) -> list[str]:
     """The key of the app an object belongs to, from its labels."""
     lbls = obj["metadata"].get("labels") or {}
@@ -144,7 +152,7 @@ class ApplicationController:
         self.discovery = Discovery(self.client)
         sel = options.shard_selector
         # The caches that grow with apps keep their objects packed (kube/packing.py).
-        self.apps = manager.informer(APPLICATIONS, label_selector=sel, packed=True)
+        self.apps = manager.informer(APPLICATIONS, label_selector=sel, packed=True, indexers={DRAINING: draining})
         # Reconciles read a revision's number and hash, never the app spec it records (the CLI reads that live).
         self.revisions = manager.informer(APPLICATION_REVISIONS, label_selector=sel,
                                           indexers={"app": label_index(labels.APP_NAME)},
@@ -245,11 +253,11 @@ class ApplicationController:
         return result
 
     def _mark(self, key: str) -> None:
-        app = self.apps.store.get(key)
-        if app is None:
+        store = self.apps.store
+        if key not in store:
             self._release(key)
         else:
-            self.reconciled.mark(key, labels.DRAIN not in (app["metadata"].get("labels") or {}))
+            self.reconciled.mark(key, not store.indexed(DRAINING, DRAINING, key))
 
     def _release(self, key: str) -> None:
         """The app is gone from this process (deleted, drained or moved away): so are the kinds only it used and

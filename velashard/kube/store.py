@@ -210,6 +210,11 @@ class Store:
             entries = [self._items[k] for k in sorted(self._indices[index].get(value, ()))]
         return entries if self._packer is None else [self._out(e) for e in entries]
 
+    def indexed(self, index: str, value: str, key: str) -> bool:
+        """Whether the object at `key` is indexed under `value` (no object decoded)."""
+        with self._lock:
+            return key in self._indices[index].get(value, ())
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

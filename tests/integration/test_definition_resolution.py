@@ -204,8 +204,12 @@ def test_a_definition_edit_makes_revisions_for_exactly_its_users_and_asks_no_app
                   lambda d: d["spec"]["schematic"]["cue"].update(template=d["spec"]["schematic"]["cue"]["template"]
                                                                   + "\npatch: metadata: annotations: scaled: \"yes\"\n"))
     eventually(lambda: {"scaled-v2", "pinned-v2"} <= set(revisions(kube)), timeout=30)
-    eventually(lambda: running(kube, "scaled", "fleet"), timeout=30)
-    assert kube.get(DEPLOYMENTS, "scaled", "fleet")["metadata"]["annotations"]["scaled"] == "yes"
+    # The revision is recorded before the pass applies what it renders, and the app was running already: wait
+    # for the new patch on its Deployment, then for the status to say so.
+    eventually(lambda: (kube.get(DEPLOYMENTS, "scaled", "fleet")["metadata"].get("annotations") or {}).get(
+        "scaled") == "yes", timeout=30)
+    eventually(lambda: running(kube, "scaled", "fleet") and (status(kube, "scaled", "fleet").get(
+        "latestRevision") or {}).get("name") == "scaled-v2", timeout=30)
     time.sleep(1.0)
     assert set(revisions(kube)) == set(recorded) | {"scaled-v2", "pinned-v2"}
     now = {a["metadata"]["name"]: a for a in kube.list(APPLICATIONS, "fleet")["items"]}

@@ -18,6 +18,7 @@ from tests.integration.helpers import eventually, trust_authorless_apps
 from tests.workflowsteps import install_missing
 from velashard.apis.oam import APPLICATIONS
 from velashard.apiserver.http.server import APIServer
+from velashard.core import settled
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.install import install
 from velashard.kube.client import KubeClient, requests_sent
@@ -54,7 +55,7 @@ ENTRIES: dict[str, set[str]] = {
     "velashard.core.definitions": {"__call__", "resolving", "step", "get", "__contains__", "__getitem__", "identity",
                                    "version"},
     "velashard.core.tracker": {"get", "version", "save", "managed_refs", "ref_of", "ref_key"},
-    "velashard.core.settled": {"unchanged", "remember", "reads_of"},
+    "velashard.core.settled": {"unchanged", "remember", "reads_of", "confirm_soon"},
 }
 
 
@@ -214,6 +215,35 @@ def test_a_settled_pass_over_unchanged_versions_is_not_run_again_and_a_changed_o
     drifted = walk(apps, key)
     assert drifted.calls("render_app") == 1 and drifted.calls("merged_if_drifted") >= 1
     assert kube.get(DEPLOYMENTS, "kept-web", "default")["spec"]["replicas"] == 2
+
+
+def test_the_pass_that_settles_an_app_is_confirmed_soon_by_a_quiet_pass_that_is_remembered(held):
+    kube, apps = held
+    key = create(kube, apps, "confirmed", {"components": [{
+        "name": "confirmed-web", "type": "webservice", "properties": {"image": "nginx:1.25"}}]})
+    results = []
+
+    def running() -> bool:
+        results.append(apps.reconcile(key))
+        return phase(kube, "confirmed") == "running"
+    eventually(running, timeout=30, interval=0.3)
+    # the pass that wrote "running" comes back in a second, not after the re-sync period...
+    assert results[-1].requeue_after == settled.CONFIRM_AFTER
+    # ...for a pass that writes nothing, answers the re-sync and is remembered, so a restart soon after finds it
+    sent = requests_sent()
+    assert apps.reconcile(key).requeue_after == apps.reconciler.state_keep_interval
+    assert requests_sent() == sent
+    again = walk(apps, key)
+    assert again.calls("render_app") == 0 and requests_sent() == sent
+
+
+def test_a_confirming_pass_is_asked_once_per_writing_pass_never_in_a_loop():
+    key = "default/flapping"
+    settled.forget(key)
+    assert settled.confirm_soon(key)  # a pass wrote and settled the app
+    assert not settled.confirm_soon(key)  # its confirming pass wrote again: back to the re-sync period
+    assert settled.confirm_soon(key)  # a later change is confirmed again
+    settled.forget(key)
 
 
 def test_a_workflow_with_steps_walks_down_the_floors_once(held):

@@ -35,7 +35,7 @@ from velashard.core import appworkflow as aw
 from velashard.core import settled
 from velashard.core.runworkflow import WorkflowRunner
 from velashard.kube import errors
-from velashard.kube.client import KubeClient, requests_sent
+from velashard.kube.client import KubeClient, requests_sent, writes_sent
 from velashard.kube.controller import DONE, Result, Retry, Terminal, requeue_after
 from velashard.kube.discovery import Discovery
 from velashard.kube.events import record
@@ -147,7 +147,7 @@ class ApplicationReconciler:
         moment = datetime.now(timezone.utc)  # one "now" for the whole pass: conditions, steps, restarts
         now = timestamp(moment)
         hashed = digest
-        sent = requests_sent()
+        sent, wrote = requests_sent(), writes_sent()
         latest = status.get("latestRevision") or {}
         if latest.get("revisionHash") not in (None, digest) and self.revisions.still_current(app, latest.get(
                 "name", ""), defs):
@@ -192,11 +192,15 @@ class ApplicationReconciler:
         result = self.run_workflow(ctx, workflow, status, rendered, conditions, moment, run, revision, due)
         if take_off:
             self.take_restart_off(ctx)
-        elif (workflow.default and requests_sent() == sent and result.requeue_after == self.state_keep_interval
-              and (app.get("status") or {}).get("status") in app_status.SETTLED_PHASES):
-            # settled, and nothing read past the caches or written: the next pass over the same versions is this one
-            reads = settled.reads_of(list(ctx.objects.values()), ctx.absent)
-            settled.remember(app, hashed + self.settings(), reads, self.trackers.version(app), result.requeue_after)
+        elif workflow.default and result.requeue_after == self.state_keep_interval:
+            if requests_sent() == sent and (app.get("status") or {}).get("status") in app_status.SETTLED_PHASES:
+                # settled, and nothing read past the caches or written: the next pass over the same versions is
+                # this one
+                reads = settled.reads_of(list(ctx.objects.values()), ctx.absent)
+                settled.remember(app, hashed + self.settings(), reads, self.trackers.version(app),
+                                 result.requeue_after)
+            elif writes_sent() != wrote and settled.confirm_soon(ctx.key):
+                return requeue_after(settled.CONFIRM_AFTER)  # settled by what it wrote: confirmed by a quiet pass
         return result
 
     def settings(self) -> str:

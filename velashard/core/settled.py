@@ -29,6 +29,11 @@ _PASS = digest("settled-pass")
 # owner: app key; inputs: the app's resourceVersion and the pass's basis. Packed: as tuples of strings a
 # load-test app's pass would keep about a kilobyte, 40 MB at 40,000 apps.
 _PASSES = SlotCache(packed=True)
+# A pass that wrote and left its app settled is followed this soon by one that writes nothing, so that a restart or
+# re-sync within the re-sync period finds that pass remembered (a restart after an upgrade or a fleet-wide change
+# would otherwise run every changed app's pass in full).
+CONFIRM_AFTER = 1.0
+_CONFIRMING: set[str] = set()  # apps whose confirming pass is due (a set's add and discard are atomic)
 
 
 def passes() -> SlotCache:
@@ -39,6 +44,17 @@ def passes() -> SlotCache:
 def forget(key: str) -> None:
     """The app `key` is gone from this process: so is its pass."""
     _PASSES.forget(key)
+    _CONFIRMING.discard(key)
+
+
+def confirm_soon(key: str) -> bool:
+    """Whether a pass that wrote and left the app `key` settled is to be followed by a confirming pass in
+    CONFIRM_AFTER seconds: once; not again after a confirming pass that wrote too (no loop of writing passes)."""
+    if key in _CONFIRMING:
+        _CONFIRMING.discard(key)
+        return False
+    _CONFIRMING.add(key)
+    return True
 
 
 def _inputs(app: dict[str, Any], basis: str) -> bytes:
@@ -58,6 +74,7 @@ def remember(app: dict[str, Any], basis: str, reads: tuple[Read, ...], tracker_v
     """Keep a settled pass: `basis` is what it depended on besides the app and what it read (the hash of its spec
     and definitions, the process's settings)."""
     key = f'{app["metadata"]["namespace"]}/{app["metadata"]["name"]}'
+    _CONFIRMING.discard(key)
     _PASSES.put(key, _PASS, _inputs(app, basis), (reads, tracker_version, requeue))
 
 

@@ -40,6 +40,12 @@ def requests_sent() -> int:
     or wrote anything past the caches."""
     return getattr(_sent, "count", 0)
 
+
+def writes_sent() -> int:
+    """How many requests other than reads this thread has sent through any client (a reconcile tells by it
+    whether a pass changed anything)."""
+    return getattr(_sent, "writes", 0)
+
 _REVIEW_APIS = ("/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/")
 
 # As client-go: a 429 (the server rejected the request before acting on it) is retried for every verb, a 5xx
@@ -282,6 +288,8 @@ class KubeClient:
                 stream: bool = False) -> Any:
         """Send one request; returns the decoded JSON body (or a raw response when `stream`)."""
         _sent.count = getattr(_sent, "count", 0) + 1
+        if method not in _SAFE_METHODS:
+            _sent.writes = getattr(_sent, "writes", 0) + 1
         params = {k: v for k, v in (query or {}).items() if v not in (None, "")}
         url = self.host + path + ("?" + urlencode(params) if params else "")
         attempt = resends = 0

@@ -29,8 +29,8 @@ Then, at the last size:
 Goals (issue 48): shard-0 at most 25 KiB per app, KiB per app and CPU seconds per app at the last size within
 15% of the first; update p99 <= 5 s; restart within 120 s with no write but Leases and Events; failover within
 300 s; the master's RSS and steady-state requests per minute at the last size within 10% of the first.
-`--profile DIR` records shard-0, the master and the API server with py-spy while the last size converges, and
-shard-0 and the API server during the restart (DIR/restart).
+`--profile DIR` records shard-0, the master and the API server with py-spy while the last size converges and during
+the updates (DIR/updates), and shard-0 and the API server during the restart (DIR/restart).
 
     nice -n 19 python hack/bench_shard_scale.py [--sizes 4000,12000,40000] [--update-minutes 5]
 """
@@ -160,6 +160,26 @@ def writes_of(records: list[dict]) -> list[dict]:
             and r["resource"] not in QUESTIONS]
 
 
+def updates(cluster: Cluster, tracker: AppTracker, apps: int, args: argparse.Namespace) -> dict:
+    """Continuous updates at the last size, with what each update cost every process and how many reconciles of
+    shard-0 it took (py-spy profiles in DIR/updates with `--profile`)."""
+    shard = cluster.controllers[SHARD]
+    pids = {"shard": shard.proc.pid, "master": cluster.controllers["master"].proc.pid,
+            "apiserver": cluster.server.proc.pid}
+    profiles = start_profiles(os.path.join(args.profile, "updates"), pids) if args.profile else []
+    cpu_before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+    reconciles_before = shard.metric("velashard_reconcile_total")
+    result = continuous_updates(cluster, tracker, apps, args.update_share, args.update_minutes, args.update_grace)
+    stop_profiles(profiles)
+    cpu = {name: round(tree_cpu_seconds(pid) - cpu_before[name], 1) for name, pid in pids.items()}
+    sent = max(1, result["updates"])
+    result["shard_cpu_seconds"] = cpu["shard"]
+    result["cpu_ms_per_update"] = {name: round(seconds * 1000 / sent, 1) for name, seconds in cpu.items()}
+    result["reconciles_per_update"] = round((shard.metric("velashard_reconcile_total") - reconciles_before) / sent, 2)
+    result["load"] = [round(x, 1) for x in os.getloadavg()]
+    return result
+
+
 def restart(cluster: Cluster, args: argparse.Namespace) -> dict:
     """Kill shard-0 and start it again at once; seconds until it has reconciled all its apps, and the writes."""
     owned = app_shards(cluster).get(SHARD, 0)
@@ -286,12 +306,7 @@ def main() -> int:
             done = size
         result["per_size"] = per_size
         if args.update_minutes:
-            cpu_before = tree_cpu_seconds(cluster.controllers[SHARD].proc.pid)
-            result["continuous_updates"] = continuous_updates(cluster, tracker, done, args.update_share,
-                                                              args.update_minutes, args.update_grace)
-            result["continuous_updates"]["shard_cpu_seconds"] = round(
-                tree_cpu_seconds(cluster.controllers[SHARD].proc.pid) - cpu_before, 1)
-            result["continuous_updates"]["load"] = [round(x, 1) for x in os.getloadavg()]
+            result["continuous_updates"] = updates(cluster, tracker, done, args)
             print(json.dumps({"continuous_updates": result["continuous_updates"]}), file=sys.stderr, flush=True)
         if args.restart:
             result["restart"] = restart(cluster, args)

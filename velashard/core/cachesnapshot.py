@@ -1,5 +1,5 @@
-"""The render and health caches (and the in-sync verdicts of apply) kept in a file across restarts, so that a
-restarted shard finds what it computed.
+"""The render and health caches (and the in-sync verdicts of apply, the settled passes and the proven shard
+assignments) kept in a file across restarts, so that a restarted shard finds what it computed.
 
 A shard's caches live in its process: after a restart every settled app was rendered and its health programs
 evaluated again, which was nine tenths of what the restart cost (some 20 ms of CUE per load-test app; a shard of
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from velashard.core import health, ownership, render_cache, settled
+from velashard.core import health, ownership, proven, render_cache, settled
 from velashard.core.slotcache import Entry, SlotCache
 from velashard.observability import fields
 
@@ -82,10 +82,11 @@ def json_codec(cache: SlotCache, decode: Callable[[Any], Any] = lambda value: va
 
 def app_caches() -> dict[str, Kept]:
     """The Application controller's caches: renderings (packed already), health verdicts, which managed
-    objects were found in sync with what the app applies, and settled passes (core/settled.py)."""
+    objects were found in sync with what the app applies, settled passes (core/settled.py) and proven shard
+    assignments (core/proven.py)."""
     return {"render": Kept(render_cache.cache()), "health": json_codec(health.verdicts(), tuple),
             "in-sync": json_codec(ownership.in_sync()),
-            "settled": Kept(settled.passes())}
+            "settled": Kept(settled.passes()), "proven": Kept(proven.verdicts())}
 
 
 def _chunk(data: bytes) -> bytes:

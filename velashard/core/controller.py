@@ -12,7 +12,7 @@ from typing import Any, Callable
 from velashard.apis import labels
 from velashard.apis.oam import (APPLICATION_REVISIONS, APPLICATIONS, COMPONENT_DEFINITIONS, POLICY_DEFINITIONS,
                                 RESOURCE_TRACKERS, SYSTEM_NAMESPACE, TRAIT_DEFINITIONS, WORKFLOW_STEP_DEFINITIONS)
-from velashard.core import health, ownership, render_cache, settled
+from velashard.core import health, ownership, proven, render_cache, settled
 from velashard.core.apply import Applier
 from velashard.core.appmetrics import PHASES
 from velashard.core.authors import AuthConfig
@@ -224,7 +224,7 @@ class ApplicationController:
             return self._counted
         check = None
         if options.assignment_key_namespace is not None:
-            check = AssignmentCheck(manager, options.assignment_key_namespace)
+            check = AssignmentCheck(manager, options.assignment_key_namespace, proven.verdicts())
             check.on_first_key(self._enqueue_all)  # the apps that waited for the key
         return ShardReconciler(self._counted, self.client, APPLICATIONS, self.apps.store.get,
                                on_release=self._release, check=check,
@@ -267,5 +267,6 @@ class ApplicationController:
         health.forget(key)
         ownership.forget(key)
         settled.forget(key)
+        proven.verdicts().forget(key)
         if self.managed is not None:
             self.managed.forget(key)

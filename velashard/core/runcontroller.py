@@ -10,6 +10,7 @@ from typing import Any
 import logging
 
 from velashard.apis.oam import WORKFLOW_RUNS, WORKFLOWS
+from velashard.core import proven
 from velashard.core.authors import AuthConfig
 from velashard.core.controller import ApplicationController, Options
 from velashard.core.events import record_event
@@ -74,7 +75,7 @@ class WorkflowRunController:
         if shard_selector:
             check = None
             if assignment_key_namespace is not None:
-                check = AssignmentCheck(manager, assignment_key_namespace, kind=WORKFLOW_RUNS.kind)
+                check = AssignmentCheck(manager, assignment_key_namespace, proven.verdicts(), kind=WORKFLOW_RUNS.kind)
                 check.on_first_key(self._enqueue_all)
             reconcile = ShardReconciler(reconcile, self.client, WORKFLOW_RUNS, self.runs.store.get, check=check,
                                         event=lambda run, *event: record_event(self.client, _typed(run), *event,

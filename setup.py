@@ -23,6 +23,10 @@ setup(
         "PyYAML>=6",
         "cel-expr-python>=0.1.3",
         "urllib3>=2",
+        # JSON on the hot paths (kube/jsoncodec.py: cached objects packed and unpacked, lists and watch events
+        # decoded): three times the standard library's speed to encode, 1.5 to 2 times to decode; tested with 3.8.3
+        # (wheels for CPython 3.11 on x86_64 and aarch64)
+        "orjson>=3.8,<4",
         # RE2 (linear-time matching, the syntax CUE specifies) for CUE's =~, !~ and regexp builtins; tested with
         # 1.1.20251105 (wheels for CPython 3.11 on x86_64 and aarch64)
         "google-re2>=1.1,<2",

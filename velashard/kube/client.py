@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import json
 import logging
 import threading
 import time
@@ -22,7 +21,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from velashard import __version__
-from velashard.kube import errors
+from velashard.kube import errors, jsoncodec
 from velashard.kube.config import ClientConfig, load
 from velashard.kube.fence import Fence
 from velashard.kube.ratelimit import TokenBucket
@@ -133,9 +132,9 @@ def decode_body(data: bytes) -> Any:
     (a third of a restarted shard's CPU went to decoding its initial lists). Nothing decoding makes is garbage, so
     pausing the collector for it loses nothing."""
     if len(data) < LARGE_BODY:
-        return json.loads(data)
+        return jsoncodec.loads(data)
     with gc_paused():
-        return json.loads(data)
+        return jsoncodec.loads(data)
 
 
 @dataclass(frozen=True)
@@ -200,9 +199,9 @@ class WatchStream:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield jsoncodec.loads(line)
             if buffer.strip():
-                yield json.loads(buffer)
+                yield jsoncodec.loads(buffer)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
             if not self.closed:
                 raise errors.TransportError(f"watch stream broken: {err}")

@@ -9,10 +9,11 @@ of some 12 KiB of dicts. Every unpack returns a new object, private to its calle
 
 from __future__ import annotations
 
-import json
 import threading
 import zlib
 from typing import Any
+
+from velashard.kube import jsoncodec
 
 _MAX_DICTIONARY = 32 * 1024  # zlib uses at most the last 32 KiB of a preset dictionary
 _LEVEL = 1  # a few microseconds per object; higher levels shrink these small objects barely more
@@ -26,7 +27,7 @@ class Packer:
         self._lock = threading.Lock()
 
     def pack(self, obj: dict[str, Any]) -> bytes:
-        raw = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        raw = jsoncodec.dumps(obj)
         if self._dictionary is None:
             with self._lock:
                 if self._dictionary is None:
@@ -50,4 +51,4 @@ class Packer:
     def unpack(self, blob: bytes | memoryview) -> dict[str, Any]:
         assert self._dictionary is not None  # nothing was packed before it
         decompressor = zlib.decompressobj(-zlib.MAX_WBITS, zdict=self._dictionary)
-        return json.loads(decompressor.decompress(blob) + decompressor.flush())
+        return jsoncodec.loads(decompressor.decompress(blob) + decompressor.flush())

@@ -3,13 +3,13 @@ from the kubeconfig or the environment), sending JSON bodies."""
 
 from __future__ import annotations
 
-import json
 import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
 import urllib3
 
+from velashard.kube import jsoncodec
 from velashard.kube.config import ClientConfig
 
 
@@ -49,7 +49,7 @@ class Transport:
     def request(self, method: str, url: str, headers: dict[str, str], body: Any = None,
                 timeout: float | tuple[float, float] = 60, stream: bool = False) -> urllib3.BaseHTTPResponse:
         """One request; the response's body is read by the caller (`stream`: as it arrives)."""
-        payload = json.dumps(body).encode() if body is not None else None
+        payload = jsoncodec.dumps(body) if body is not None else None
         limit = (urllib3.Timeout(connect=timeout[0], read=timeout[1]) if isinstance(timeout, tuple)
                  else urllib3.Timeout(total=timeout))
         return self.pool.request(method, url, body=payload, headers=headers, timeout=limit,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import http.client
 import ipaddress
-import json
 import logging
 import os
 import secrets
@@ -48,6 +47,7 @@ from velashard.apiserver.storage import conversion, managed_fields
 from velashard.apiserver.storage.resources import SCALABLE, Registry, ResourceType
 from velashard.apiserver.storage.store import Store, dumps
 from velashard.httpdate import http_date
+from velashard.kube import jsoncodec
 from velashard.kube.kubeconfig import write_kubeconfig
 from velashard.webhook.certificates import KeyPair, make_ca, make_serving_cert
 
@@ -397,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(data)
-            return json.loads(data)
+            return jsoncodec.loads(data)
         except (ValueError, yaml.YAMLError) as err:
             raise errors.bad_request(f"error decoding the request body as {content_type}: {err}")
 

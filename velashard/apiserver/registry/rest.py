@@ -28,6 +28,7 @@ from velashard.apiserver.storage.resources import Registry, ResourceType
 from velashard.apiserver.storage.selectors import SelectorError, parse_field_selector, parse_label_selector
 from velashard.apiserver.storage.store import Event, Store, dumps, now_rfc3339
 from velashard.apiserver.storage.validation import Cause, validate_object_meta
+from velashard.kube import jsoncodec
 from velashard.patch import PatchError, apply_json_patch, json_merge_patch, strategic_merge_patch
 from velashard.patch.copying import copy_json
 
@@ -66,7 +67,7 @@ class Listed:
 
     @property
     def items(self) -> list[dict[str, Any]]:
-        return [conversion.from_storage(self.rt, json.loads(raw)) for raw in self.raws]
+        return [conversion.from_storage(self.rt, jsoncodec.loads(raw)) for raw in self.raws]
 
     def body(self) -> dict[str, Any]:
         return {"kind": f"{self.rt.kind}List", "apiVersion": self.rt.api_version, "metadata": self.metadata,

@@ -4,11 +4,11 @@ in, and what is stored is converted back on the way out, so one stored object is
 
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 from velashard.apiserver.storage import hpa_versions
 from velashard.apiserver.storage.resources import ResourceType
+from velashard.kube import jsoncodec
 
 _Convert = Callable[..., dict[str, Any]]
 # (group, plural, served version) -> (to storage, from storage)
@@ -37,7 +37,7 @@ def watch_line(rt: ResourceType, line: bytes) -> bytes:
     """A watch event line of the storage version, in `rt`'s version."""
     if not rt.storage_version:
         return line
-    event = json.loads(line)
+    event = jsoncodec.loads(line)
     if isinstance(event.get("object"), dict):
         event["object"] = from_storage(rt, event["object"])
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return jsoncodec.dumps(event) + b"\n"

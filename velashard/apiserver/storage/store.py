@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import secrets
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import Any, Callable, Iterable
 from velashard.apiserver import errors
 from velashard.apiserver.ids import new_uid
 from velashard.apiserver.storage.resources import selectable_fields
+from velashard.kube import jsoncodec
 
 GroupResource = tuple[str, str]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -51,7 +51,7 @@ def now_rfc3339() -> str:
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsoncodec.dumps(obj)
 
 
 # A resourceVersion no client can send: a written object is serialized with it before the store lock is taken,
@@ -117,7 +117,7 @@ class Stored:
         self.owners = tuple(sys.intern(str(r.get("uid", ""))) for r in refs if isinstance(r, dict)) if refs else ()
 
     def decode(self) -> dict[str, Any]:
-        return json.loads(self.raw)
+        return jsoncodec.loads(self.raw)
 
     def view(self, key: Key) -> dict[str, Any]:
         """What a label or field selector reads of the object, shaped as the object (for the same matchers)."""
@@ -164,7 +164,7 @@ def watch_line(event: Event, matches: Matcher) -> bytes | None:
         return event.line("MODIFIED" if was_matching else "ADDED")
     if was_matching and event.old_raw is not None:
         # The object left the selection: kube-apiserver sends its previous state at the new resourceVersion.
-        old = json.loads(event.old_raw)
+        old = jsoncodec.loads(event.old_raw)
         old["metadata"] = dict(old["metadata"], resourceVersion=str(event.rv))
         return b'{"type":"DELETED","object":' + dumps(old) + b"}\n"
     return None
@@ -279,7 +279,7 @@ class Store:
         one, taken on every request for its namespace and object: a dict lookup is atomic, and a commit puts a
         finished object in place at once, so a read that races a write sees it before or after, never half."""
         stored = self._objects.get(gr, {}).get(key)
-        return None if stored is None else json.loads(stored.raw)
+        return None if stored is None else jsoncodec.loads(stored.raw)
 
     def stored(self, gr: GroupResource, key: Key) -> Stored | None:
         """The object at rest (its JSON and what selectors read), without decoding it."""
@@ -353,7 +353,7 @@ class Store:
             if ref is None:
                 return None
             raw = self._objects[ref[0]][ref[1]].raw
-        return ref[0], json.loads(raw)
+        return ref[0], jsoncodec.loads(raw)
 
     def dependents_of(self, uid: str) -> list[tuple[GroupResource, dict[str, Any]]]:
         with self._lock:
@@ -362,7 +362,7 @@ class Store:
                 stored = self._objects.get(gr, {}).get(key)
                 if stored is not None:
                     found.append((gr, stored.raw))
-        return [(gr, json.loads(raw)) for gr, raw in found]
+        return [(gr, jsoncodec.loads(raw)) for gr, raw in found]
 
     def namespaced_buckets(self) -> Iterable[GroupResource]:
         with self._lock:

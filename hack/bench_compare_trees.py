@@ -27,10 +27,19 @@ def run(tree: str, script: list[str]) -> dict:
     return json.loads(out.stdout[out.stdout.index("{"):])
 
 
+def metric(result: dict, path: str) -> float:
+    """The figure at `path`: a key, or keys joined by dots for a nested one (restart.cpu_seconds_per_app.shard)."""
+    value: object = result
+    for key in path.split("."):
+        assert isinstance(value, dict), f"{path}: no {key!r} in {value!r}"
+        value = value[key]
+    return float(value)  # type: ignore[arg-type]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="the other source tree (a git worktree)")
-    parser.add_argument("--metric", required=True, help="the JSON key to compare")
+    parser.add_argument("--metric", required=True, help="the JSON key to compare (dotted for a nested one)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per tree")
     parser.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...] (a path inside each tree)")
     args = parser.parse_args()
@@ -45,7 +54,7 @@ def main() -> int:
         for name, tree in order:
             result = run(os.path.abspath(tree), script)
             runs[name].append(result)
-            figures[name].append(float(result[args.metric]))
+            figures[name].append(float(metric(result, args.metric)))
     baseline, this = statistics.median(figures["baseline"]), statistics.median(figures["this"])
     print(json.dumps({"metric": args.metric, "script": " ".join(script), "rounds": args.rounds,
                       "baseline_tree": os.path.abspath(args.baseline), "baseline": figures["baseline"],

@@ -40,8 +40,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections import Counter
 
@@ -285,8 +287,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=7200.0)
     parser.add_argument("--profile", metavar="DIR", help="py-spy raw profiles while the last size converges and during the restart")
     parser.add_argument("--cache-dir", default="", metavar="DIR",
-                        help="the shards' --cache-dir (a restart then finds their render and health caches)")
+                        help="where the shards' --cache-dir is made (a directory per run; a restart then finds their caches)")
     args = parser.parse_args()
+    if args.cache_dir:  # a directory of this run's own: another run's snapshot (another tree's) is not this cluster's
+        os.makedirs(args.cache_dir, exist_ok=True)
+        args.cache_dir = tempfile.mkdtemp(prefix="shard-scale-", dir=args.cache_dir)
     sizes = [int(s) for s in args.sizes.split(",")]
     result: dict = {"benchmark": "shard-scale", "cores": os.cpu_count(), "commit": _commit(), "sizes": sizes,
                     "load_at_start": [round(x, 1) for x in os.getloadavg()]}
@@ -314,6 +319,8 @@ def main() -> int:
         if args.failover:
             result["failover"] = failover(cluster, tracker, args)
         tracker.stop()
+    if args.cache_dir:
+        shutil.rmtree(args.cache_dir, ignore_errors=True)
     first, last = per_size[0], per_size[-1]
     result["summary"] = {
         "kib_per_app_first_last": [first["shard"]["kib_per_app"], last["shard"]["kib_per_app"]],

@@ -135,3 +135,34 @@ def test_a_snapshot_is_written_soon_after_the_caches_stop_changing(tmp_path):
         assert os.path.exists(path)  # long before the hour is up
     finally:
         snapshots.stop()
+
+
+def test_writes_are_spaced_by_what_the_last_one_cost(tmp_path, monkeypatch):
+    """A write that took 20 ms of CPU is followed by the next no sooner than 20 ms / WRITE_SHARE (1 s) later,
+    however fast the caches change and settle (a shard of 40,000 apps writes a file of all of them)."""
+    from velashard.core import cachesnapshot
+    writes: list[float] = []
+    real = cachesnapshot.write
+
+    def costly(*args, **kwargs):
+        writes.append(time.monotonic())
+        started = time.thread_time()
+        while time.thread_time() - started < 0.02:
+            pass
+        return real(*args, **kwargs)
+    monkeypatch.setattr(cachesnapshot, "write", costly)
+    kept = caches()
+    snapshots = CacheSnapshots(str(tmp_path / "c"), kept, interval=0.05, quiet=0.05)
+    snapshots.load()
+    snapshots.start()
+    try:
+        deadline = time.monotonic() + 10
+        n = 0
+        while len(writes) < 3 and time.monotonic() < deadline:
+            n += 1
+            kept["health"].cache.put("ns/a", WEB, digest(str(n)), (True, "ok"))
+            time.sleep(0.01)
+    finally:
+        snapshots.stop()
+    gaps = [b - a for a, b in zip(writes[:3], writes[1:3])]
+    assert len(gaps) == 2 and all(gap >= 0.02 / cachesnapshot.WRITE_SHARE * 0.9 for gap in gaps), gaps

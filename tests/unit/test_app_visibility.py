@@ -57,3 +57,19 @@ def test_phases_and_apps_not_converged_are_counted_per_shard():
     assert {tuple(s.labels.values()): s.value for s in phases.samples} == {
         ("shard-0", "running"): 1, ("shard-0", "runningWorkflow"): 2}
     assert [(s.labels, s.value) for s in late.samples] == [({"shard": "shard-0"}, 1)]
+
+
+def test_an_app_observed_again_moves_between_the_counts():
+    book = PhaseBook(clock=lambda: NOW.timestamp())
+    book.threshold("shard-0", 300)
+    stuck = app("b", "runningWorkflow", conditions=[{"status": "False", "lastTransitionTime": "2026-01-01T11:50:00Z"}])
+    book.observe("shard-0", stuck)
+    book.observe("shard-0", app("a", "running"))
+    book.observe("shard-0", app("b", "running"))  # b converged
+    phases, late = book.collect()
+    assert {tuple(s.labels.values()): s.value for s in phases.samples} == {("shard-0", "running"): 2}
+    assert [(s.labels, s.value) for s in late.samples] == [({"shard": "shard-0"}, 0)]
+    book.forget("shard-0", app("b", "running"))
+    book.forget("shard-0", app("b", "running"))  # a second delete event changes nothing
+    phases, _ = book.collect()
+    assert {tuple(s.labels.values()): s.value for s in phases.samples} == {("shard-0", "running"): 1}

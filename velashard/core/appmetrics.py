@@ -33,11 +33,15 @@ def unconverged_since(app: dict[str, Any]) -> float | None:
 
 
 class PhaseBook:
-    """(shard, app key) -> (phase, not converged since); one per process, whatever the controllers in it."""
+    """(shard, app key) -> phase, with the counts per (shard, phase) kept as apps change and the apps not converged
+    apart: a scrape costs the phases and the unconverged apps, not a walk over every app (a shard of 40,000
+    settled apps read every half second spent a tenth of its restart doing that)."""
 
     def __init__(self, clock: Callable[[], float] = time.time):
         self._lock = threading.Lock()
-        self._apps: dict[tuple[str, str], tuple[str, float | None]] = {}
+        self._apps: dict[tuple[str, str], str] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+        self._unconverged: dict[tuple[str, str], float] = {}  # not converged since
         self._thresholds: dict[str, float] = {}
         self.clock = clock
 
@@ -45,16 +49,31 @@ class PhaseBook:
         with self._lock:
             self._thresholds[shard] = seconds
 
+    def _drop(self, key: tuple[str, str]) -> None:
+        phase = self._apps.pop(key, None)
+        if phase is not None:
+            count = self._counts[(key[0], phase)] - 1
+            if count:
+                self._counts[(key[0], phase)] = count
+            else:
+                del self._counts[(key[0], phase)]
+        self._unconverged.pop(key, None)
+
     def observe(self, shard: str, app: dict[str, Any]) -> None:
         meta = app["metadata"]
-        entry = ((app.get("status") or {}).get("status") or "starting", unconverged_since(app))
+        key = (shard, f'{meta.get("namespace", "")}/{meta["name"]}')
+        phase, since = (app.get("status") or {}).get("status") or "starting", unconverged_since(app)
         with self._lock:
-            self._apps[(shard, f'{meta.get("namespace", "")}/{meta["name"]}')] = entry
+            self._drop(key)
+            self._apps[key] = phase
+            self._counts[(shard, phase)] = self._counts.get((shard, phase), 0) + 1
+            if since is not None:
+                self._unconverged[key] = since
 
     def forget(self, shard: str, app: dict[str, Any]) -> None:
         meta = app["metadata"]
         with self._lock:
-            self._apps.pop((shard, f'{meta.get("namespace", "")}/{meta["name"]}'), None)
+            self._drop((shard, f'{meta.get("namespace", "")}/{meta["name"]}'))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         phases = GaugeMetricFamily("velashard_application_phase", "Applications of this shard by phase",
@@ -64,11 +83,10 @@ class PhaseBook:
                                   labels=["shard"])
         now = self.clock()
         with self._lock:
-            counts: dict[tuple[str, str], int] = {}
+            counts = dict(self._counts)
             late: dict[str, int] = {shard: 0 for shard in self._thresholds}
-            for (shard, _), (phase, since) in self._apps.items():
-                counts[(shard, phase)] = counts.get((shard, phase), 0) + 1
-                if since is not None and now - since > self._thresholds.get(shard, 600.0):
+            for (shard, _), since in self._unconverged.items():
+                if now - since > self._thresholds.get(shard, 600.0):
                     late[shard] = late.get(shard, 0) + 1
         for (shard, phase), n in sorted(counts.items()):
             phases.add_metric([shard, phase], n)

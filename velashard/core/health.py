@@ -72,10 +72,10 @@ def _version(obj: dict[str, Any] | None) -> Any:
 def _evaluate(text: str, expression: str, context: dict[str, Any], parameter: dict[str, Any]) -> Any:
     """One status program's `isHealth` or `message`; CueError when it cannot be evaluated."""
     program = compile_template(text, "status.cue")
-    instance = program.evaluate({"context": context, "parameter": parameter})
-    if not instance.exists(expression):
-        return None
-    return plain(instance.export(expression, check=False))
+    with program.evaluate({"context": context, "parameter": parameter}) as instance:
+        if not instance.exists(expression):
+            return None
+        return plain(instance.export(expression, check=False))
 
 
 def definition_status(status_spec: dict[str, Any] | None, names: dict[str, str], live: dict[str, Any] | None,

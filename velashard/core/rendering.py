@@ -58,17 +58,18 @@ def _render_component(app: dict[str, Any], spec: dict[str, Any], defs: Definitio
     if "kube" in schematic:
         output, outputs = kube_schematic(schematic["kube"], properties, name), []
     elif "cue" in schematic:
-        instance = evaluate(definition, properties, context, name, None)
-        if ctype == REF_OBJECTS_TYPE:
-            _check_trait_types(spec, defs)
-            return RenderedComponent(name, ctype, {REF_OBJECTS: export(instance, "parameter", definition, name,
-                                                                       None)},
-                                     [], [], list(spec.get("dependsOn") or []), pending_spec=spec,
-                                     properties=properties)
-        if not instance.exists("output"):
-            raise RenderError("TemplateError", f'component definition "{ctype}": the template has no output', name)
-        output = export(instance, "output", definition, name, None)
-        outputs = outputs_of(instance, definition, name, None)
+        with evaluate(definition, properties, context, name, None) as instance:
+            if ctype == REF_OBJECTS_TYPE:
+                _check_trait_types(spec, defs)
+                return RenderedComponent(name, ctype, {REF_OBJECTS: export(instance, "parameter", definition, name,
+                                                                           None)},
+                                         [], [], list(spec.get("dependsOn") or []), pending_spec=spec,
+                                         properties=properties)
+            if not instance.exists("output"):
+                raise RenderError("TemplateError", f'component definition "{ctype}": the template has no output',
+                                  name)
+            output = export(instance, "output", definition, name, None)
+            outputs = outputs_of(instance, definition, name, None)
     else:
         raise RenderError("TemplateError", f'component definition "{ctype}" has no schematic (cue or kube)', name)
     return with_traits(app, spec, output, outputs, defs, revision, context)
@@ -129,11 +130,11 @@ def _render_policy(app: dict[str, Any], policy: dict[str, Any], definition: dict
     name = policy.get("name", "")
     where = f"policy {name}"
     context = {**app_context(app, revision, defs.cluster_version), "name": name}
-    instance = evaluate(definition, properties_of(policy.get("properties"), where), context, where, None)
     found = []
-    if instance.exists("output"):
-        found.append(("output", export(instance, "output", definition, where, None)))
-    found.extend((f"outputs.{key}", obj) for key, obj in outputs_of(instance, definition, where, None))
+    with evaluate(definition, properties_of(policy.get("properties"), where), context, where, None) as instance:
+        if instance.exists("output"):
+            found.append(("output", export(instance, "output", definition, where, None)))
+        found.extend((f"outputs.{key}", obj) for key, obj in outputs_of(instance, definition, where, None))
     marks = {labels.APP_REVISION: f'{app["metadata"]["name"]}-v{revision}'}
     return [marked(finish(obj, app, name, f"{where}: {path}"), marks) for path, obj in found]
 
@@ -232,7 +233,13 @@ def _apply_trait(app: dict[str, Any], definition: dict[str, Any], properties: An
                  ttype: str) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any]]]]:
     if cue_template(definition) is None:
         raise RenderError("TemplateError", f'trait definition "{ttype}" has no CUE schematic', component, ttype)
-    instance = evaluate(definition, properties, context, component, ttype)
+    with evaluate(definition, properties, context, component, ttype) as instance:
+        return _trait_result(instance, app, definition, workload, rendered, component, ttype)
+
+
+def _trait_result(instance: Any, app: dict[str, Any], definition: dict[str, Any], workload: dict[str, Any],
+                  rendered: list[tuple[str, str, dict[str, Any]]], component: str,
+                  ttype: str) -> tuple[dict[str, Any], list[tuple[str, str, dict[str, Any]]]]:
     errs = export(instance, "errs", definition, component, ttype) if instance.exists("errs") else None
     if errs:
         messages = errs if isinstance(errs, list) else [errs]

@@ -17,7 +17,7 @@ from velashard.cue.export import TagTree, tag_tree
 from velashard.cue.limits import Context, LimitExceeded
 from velashard.cue.parser import parse_expr, parse_file
 from velashard.cue.values import Bottom, SourcePackage
-from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill
+from velashard.cue.vertex import LIST, STRUCT, Conjunct, Data, Fill, release
 
 MAX_SOURCE_BYTES = 8 << 20
 
@@ -87,6 +87,18 @@ class Instance:
     def __init__(self, program: Program, root: Vertex) -> None:
         self.program = program
         self.root = root
+
+    def release(self) -> None:
+        """Let the evaluation's vertices go now (see vertex.release); nothing of this instance may be read after."""
+        ctx = self.root.ctx
+        release([self.root, *ctx.packages.values()])
+        ctx.packages = {}
+
+    def __enter__(self) -> "Instance":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
     def _run(self, fn: Any) -> Any:
         self.root.ctx.start()

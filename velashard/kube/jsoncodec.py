@@ -14,17 +14,23 @@ sends them, CUE has none).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
-_LONG_DIGITS = re.compile(rb"\d{19}")
+# Every ASCII digit becomes "0" and every other byte a space: a run of 19 digits is then a plain substring search.
+# A regular expression (\d{19}) took as long as orjson's whole decode; translating and searching takes a tenth.
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_RUN = b"0" * 19
+
+
+def _long_digit_run(data: bytes | bytearray | memoryview) -> bool:
+    return _RUN in (bytes(data) if isinstance(data, memoryview) else data).translate(_DIGITS)
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
     """The JSON value in `data`, as json.loads reads it (its error too, for what is not JSON)."""
-    if _LONG_DIGITS.search(data) is None:
+    if not _long_digit_run(data):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

@@ -11,6 +11,7 @@ stays cheap, and it is where the failover goes). The apps are added to the same 
 For each size, once the added apps all run:
 - shard-0's RSS and KiB per app (growth over its idle baseline / its apps), the idle shard's RSS;
 - CPU seconds per added app until all ran, of shard-0, the master (with its webhook server) and the API server;
+  the share of shard-0's CPU that went to Python's cyclic garbage collector (velashard_gc_seconds_total);
 - reconcile p50/p99 and queue wait p50/p99 of shard-0 over the added apps (histogram differences);
 - API requests per added app (the controllers', from the audit log, by verb and resource);
 - at steady state over `--window` seconds: the master's RSS and requests per minute, shard-0's requests per
@@ -114,6 +115,7 @@ def grow(cluster: Cluster, tracker: AppTracker, done: int, size: int, args: argp
     durations_before = histogram(shard, "velashard_reconcile_duration_seconds")
     waits_before = histogram(shard, "velashard_workqueue_queue_duration_seconds")
     reconciles_before = shard.metric("velashard_reconcile_total")
+    gc_before = shard.metric("velashard_gc_seconds_total")
     profiles = start_profiles(os.path.join(args.profile, str(size)), {k: v for k, v in pids.items()
                                                                       if k != "idle_shard"}) if profile else []
     cpu_before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
@@ -134,6 +136,7 @@ def grow(cluster: Cluster, tracker: AppTracker, done: int, size: int, args: argp
         "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in os.getloadavg()],
         "cpu_seconds": cpu, "cpu_seconds_per_app": {name: round(v / added, 4) for name, v in cpu.items()},
         "reconciles_per_app": round((shard.metric("velashard_reconcile_total") - reconciles_before) / added, 2),
+        "shard_gc_share": round((shard.metric("velashard_gc_seconds_total") - gc_before) / max(cpu["shard"], 0.1), 3),
         "reconcile_seconds": {"p50": quantile(durations, 0.5), "p99": quantile(durations, 0.99)},
         "queue_wait_seconds": {"p50": quantile(waits, 0.5), "p99": quantile(waits, 0.99)},
         "api_requests_per_app": round(len(records) / added, 2),

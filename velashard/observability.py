@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
@@ -54,6 +55,34 @@ FENCED_WRITES = Counter("velashard_fenced_writes_total", "Writes this process re
                         ["verb"], registry=REGISTRY)
 FENCED = Gauge("velashard_fenced", "1 while this process is fenced (its lease not renewed within the deadline)",
                registry=REGISTRY)
+
+
+GC_SECONDS = Counter("velashard_gc_seconds_total",
+                     "Seconds Python's cyclic garbage collector held the interpreter, by generation (2: a full "
+                     "collection, which walks every object the process holds)", ["generation"], registry=REGISTRY)
+
+
+def _gc_timer() -> Callable[[str, dict[str, Any]], None]:
+    started = [0.0]
+    children = {generation: GC_SECONDS.labels(generation=str(generation)) for generation in (0, 1, 2)}
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        # Collections hold the GIL and never nest: one start before each stop.
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            children[info["generation"]].inc(time.perf_counter() - started[0])
+    return timed
+
+
+_GC_TIMER = _gc_timer()
+
+
+def time_garbage_collections() -> None:
+    """Count the collector's pauses in velashard_gc_seconds_total (once per process; a collection runs in any
+    thread that allocates, so its cost shows in profiles as whatever allocated)."""
+    if _GC_TIMER not in gc.callbacks:
+        gc.callbacks.append(_GC_TIMER)
 
 
 def metrics_text() -> bytes:

@@ -26,7 +26,7 @@ from velashard.core.runcontroller import run_controller
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
-from velashard.observability import fields, parse_addr, setup_logging
+from velashard.observability import fields, parse_addr, setup_logging, time_garbage_collections
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.keys import SigningKey
 from velashard.sharding.loads import load_annotations
@@ -376,6 +376,7 @@ def main(argv: list[str]) -> int:
     if args.log_debug:
         args.log_level = "debug"
     setup_logging(args.shard_id, args.log_format, args.log_level)
+    time_garbage_collections()
     if ignored_flags(args):
         log.warning("KubeVela flags accepted but without effect here", extra=fields(
             flags=",".join(ignored_flags(args))))

@@ -359,3 +359,28 @@ def test_a_relist_keeps_the_old_content_readable_until_the_new_one_is_complete()
     assert seen_during == [{"a", "b"}, {"a", "b"}]
     assert {o["metadata"]["name"] for o in store.list()} == {"b", "c"}
     assert sorted(previous) == ["ns/a", "ns/b"] and previous["ns/a"]["metadata"]["name"] == "a"
+
+
+def test_a_first_list_runs_no_collection_between_its_pages(apiserver, namespace, informers):
+    """Each page is dropped before the collector is back: a collection between pages traversed and promoted a
+    whole decoded page that was about to be freed."""
+    kube = KubeClient.from_kubeconfig(apiserver.kubeconfig, shard_id="test")
+    for i in range(1100):  # three pages of 500
+        kube.create(CONFIGMAPS, cm(f"p{i:04d}", namespace))
+    added: list[str] = []
+    collections: list[int] = []
+
+    def counted(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and 0 < len(added) < 1100:  # from the first object handed over to the last
+            collections.append(info["generation"])
+
+    informer = Informer(kube, CONFIGMAPS, namespace, packed=True)
+    informer.add_handler(EventHandler(on_add=lambda o: added.append(o["metadata"]["name"])))
+    gc.callbacks.append(counted)
+    try:
+        informers.append(informer.start())
+        assert informer.wait_for_sync(60)
+    finally:
+        gc.callbacks.remove(counted)
+    assert len(added) == 1100 and gc.isenabled()
+    assert collections == []

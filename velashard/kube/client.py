@@ -363,7 +363,8 @@ class KubeClient:
         while True:
             page = self.list(res, namespace, label_selector, field_selector, page_size, token)
             rv = rv or page["metadata"].get("resourceVersion", "")
-            yield page.get("items") or [], rv
+            # The items leave the page: once the caller drops them, nothing here keeps them alive.
+            yield page.pop("items", None) or [], rv
             token = page["metadata"].get("continue")
             if not token:
                 return

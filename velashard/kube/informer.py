@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from velashard.kube import errors
-from velashard.kube.client import KubeClient, WatchStream
+from velashard.kube.client import KubeClient, WatchStream, gc_paused
 from velashard.kube.resources import KUBECTL_LAST_APPLIED, Resource
 from velashard.kube.store import IndexFunc, Store, object_key
 from velashard.observability import INFORMER_OBJECTS, Heartbeat, fields
@@ -253,14 +253,19 @@ class Informer:
         handlers (a shard's restart lists every app and managed object). A list that breaks off leaves a partial
         cache, which the next list replaces like any relist."""
         rv, count = "", 0
-        for page, rv in self.client.list_pages(self.resource, self.namespace, self.label_selector,
-                                               self.field_selector):
-            for obj in page:
-                obj = self._transform(obj)
-                with self._dispatch_lock:  # a handler added meanwhile gets it either replayed or dispatched
-                    self.store.upsert(obj)
-                    self._dispatch("add", obj)
-                count += 1
+        # Each page is decoded, packed and dropped with the collector paused, from its decoding to its last object:
+        # a collection in between traversed all of it (500 decoded objects) and promoted it, only for it to be
+        # freed a moment later (20-35 µs of an object's 130-150). Dropped before the collector is back, it is never seen.
+        with gc_paused():
+            for page, rv in self.client.list_pages(self.resource, self.namespace, self.label_selector,
+                                                   self.field_selector):
+                for obj in page:
+                    obj = self._transform(obj)
+                    with self._dispatch_lock:  # a handler added meanwhile gets it either replayed or dispatched
+                        self.store.upsert(obj)
+                        self._dispatch("add", obj)
+                count += len(page)
+                page = obj = None
         self.resource_missing = False
         self._rv = rv
         self.relists += 1

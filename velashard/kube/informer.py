@@ -255,7 +255,8 @@ class Informer:
         rv, count = "", 0
         # Each page is decoded, packed and dropped with the collector paused, from its decoding to its last object:
         # a collection in between traversed all of it (500 decoded objects) and promoted it, only for it to be
-        # freed a moment later (20-35 µs of an object's 130-150). Dropped before the collector is back, it is never seen.
+        # freed a moment later (20-35 µs of an object's 130-150). Dropped before the collector is back, it is
+        # never seen.
         with gc_paused():
             for page, rv in self.client.list_pages(self.resource, self.namespace, self.label_selector,
                                                    self.field_selector):

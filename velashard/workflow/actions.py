@@ -108,7 +108,9 @@ def run_actions(program: Program, data: dict[str, Any], make_runtime: MakeRuntim
             raise TemplateFailure(f"action {label}: {type(err).__name__}: {err}") from None
         if result:
             fills.append((path if found.legacy else path + (RETURNS,), result))
-            instance = run.instance = program.evaluate(data, fills)
+            previous, instance = instance, program.evaluate(data, fills)
+            run.instance = instance
+            previous.release()  # replaced: its vertices go by reference counting, not the cyclic collector
     if not dry_run:
         problem = instance.error()
         if problem is not None:

@@ -18,7 +18,7 @@ from velashard.apis.oam import APPLICATIONS
 from velashard.core import status as app_status
 from velashard.core.apply import Applier
 from velashard.core.authors import AuthConfig, author_of, refusal, unrecorded_author
-from velashard.core.context import ReconcileContext
+from velashard.core.context import ReconcileContext, noting_refusals
 from velashard.core.echoes import OwnWrites
 from velashard.core.events import record_event, timestamp
 from velashard.core.health import HealthReader
@@ -70,7 +70,8 @@ class ApplicationReconciler:
         """The reconcile's state, with the client that acts as the app's author (with authentication off: as
         the controller itself) and hears every refusal."""
         ctx = ReconcileContext(app, self.definitions(app["metadata"].get("namespace") or "default"), self.client)
-        ctx.author = self.client.acting_as(author_of(app, self.auth) if self.auth.enabled else None, ctx.refused)
+        ctx.author = self.client.acting_as(author_of(app, self.auth) if self.auth.enabled else None,
+                                           noting_refusals(ctx.forbidden))
         return ctx
 
     def __call__(self, key: str) -> Result:

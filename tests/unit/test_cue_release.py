@@ -88,6 +88,12 @@ def test_a_load_test_apps_render_leaves_nothing_to_the_collector(collector_off: 
     assert {o["kind"] for o in web.outputs} >= {"Service", "Ingress"}
     assert any(o["kind"] == "ConfigMap" for o in worker.outputs)
 
+    broken = kubevela_app(8)
+    broken["spec"]["components"][0]["properties"] = {"port": "eighty"}  # no image, a port that is no number
+    with pytest.raises(rendering.RenderError, match="parameter"):
+        rendering._render_component(broken, broken["spec"]["components"][0], defs, 1)
+    assert gc.collect() == 0  # a parameter error releases the evaluation too
+
 
 def test_a_health_programs_evaluation_leaves_nothing_to_the_collector(collector_off: None) -> None:
     from velashard.core import health

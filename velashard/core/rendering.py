@@ -308,9 +308,13 @@ def evaluate(definition: dict[str, Any], parameter: Any, context: dict[str, Any]
         program = compile_template(template or "", f'{definition["metadata"]["name"]}.cue')
         # no properties are an empty struct, as KubeVela gives a component (`parameter: {}`)
         instance = program.evaluate({"parameter": {} if parameter is None else parameter, "context": context})
+    except CueError as err:
+        raise _cue_error(err, definition, component, trait) from None
+    try:
         if instance.exists("parameter"):
             instance.export("parameter", check=False)  # a parameter error is the user's: say so first
     except CueError as err:
+        instance.release()
         raise _cue_error(err, definition, component, trait) from None
     return instance
 

@@ -59,7 +59,7 @@ def _read_token_file(path: str) -> list[tuple[str, str, str, list[str]]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from velashard.apiserver.heap import freeze_survivors
+    from velashard.heap import freeze_survivors
     from velashard.apiserver.http.server import APIServer, is_loopback
 
     if not 0 <= args.port <= 65535:

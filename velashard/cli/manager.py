@@ -26,6 +26,7 @@ from velashard.core.runcontroller import run_controller
 from velashard.kube.client import KubeClient, load_configuration
 from velashard.kube.identity import whoami
 from velashard.kube.manager import LeaderElectionConfig, Manager
+from velashard.heap import freeze_survivors
 from velashard.observability import fields, parse_addr, setup_logging, time_garbage_collections
 from velashard.sharding.discovery import ShardDiscovery
 from velashard.sharding.keys import SigningKey
@@ -377,6 +378,7 @@ def main(argv: list[str]) -> int:
         args.log_level = "debug"
     setup_logging(args.shard_id, args.log_format, args.log_level)
     time_garbage_collections()
+    freeze_survivors()  # full collections walk only what is new (velashard/heap.py)
     if ignored_flags(args):
         log.warning("KubeVela flags accepted but without effect here", extra=fields(
             flags=",".join(ignored_flags(args))))

@@ -1,10 +1,10 @@
-"""The API server freezes what survives a full collection, once per process however often it is asked."""
+"""A process (API server or controller) freezes what survives a full collection, once however often it is asked."""
 
 from __future__ import annotations
 
 import gc
 
-from velashard.apiserver import heap
+from velashard import heap
 
 
 def test_survivors_of_a_full_collection_are_frozen():

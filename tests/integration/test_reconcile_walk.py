@@ -269,7 +269,7 @@ def test_a_reconcile_leaves_its_context_and_evaluations_to_reference_counting(he
     a converging shard's CPU, and 2 KiB per app held until a full collection."""
     kube, apps = held
     key = create(kube, apps, "freed", {"components": [{
-        "name": "web", "type": "webservice", "properties": {"image": "nginx:1.25"},
+        "name": "freed-web", "type": "webservice", "properties": {"image": "nginx:1.25"},
         "traits": [{"type": "scaler", "properties": {"replicas": 2}}]}]})
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)  # what any collection finds is kept in gc.garbage instead of freed

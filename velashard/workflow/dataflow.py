@@ -24,6 +24,9 @@ class StepValue(Protocol):
 
     def export(self, expression: str | None = None, check: bool = True) -> Any: ...
 
+    def release(self) -> None:
+        """Done with it: its vertices are freed by reference counting (cue.Instance.release)."""
+
 
 def _var_path(name: str) -> list[str]:
     return [p for p in name.split(".") if p]
@@ -74,7 +77,8 @@ def _condition(expression: str) -> Program:
 def condition_holds(expression: str, data: dict[str, Any]) -> bool:
     """The value of a step's `if` over {status, inputs, context, parameter}; ValueError when it is not a bool."""
     try:
-        value = _condition(expression).evaluate(data).export("result")
+        with _condition(expression).evaluate(data) as instance:
+            value = instance.export("result")
     except CueError as err:
         raise ValueError(f"invalid if value: {err}") from None
     if not isinstance(value, bool):

@@ -340,6 +340,8 @@ class _Pass:
             if too_large:
                 status.update(phase=ph.FAILED, reason=ph.OUTPUT)
                 op.terminated = True
+        if value is not None:
+            value.release()  # its outputs are read
         return status, op
 
     def run_task(self, step: StepSpec, status: dict[str, Any], op: _Operation) -> Any:
